@@ -1,0 +1,38 @@
+"""Model stages: each turns a batch of prepared inputs into per-category scores and evidence.
+
+A stage has two halves, both run off the event loop by the worker:
+
+* ``prepare(task)`` turns one :class:`schemas.messages.ModalityTask` into the model's
+  input (decoded text, an RGB array); it raises a typed ``AuditError`` for bad
+  input, which fails that item alone.
+* ``infer(inputs)`` runs the model on the whole micro-batch and returns one
+  :class:`StageOutput` per input, in order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from schemas.messages import Evidence, ModalityTask, ModelRef
+
+
+@dataclass(frozen=True)
+class StageOutput:
+    """One input's result: category → score in ``[0, 1]``, and evidence (``part`` filled in later)."""
+
+    scores: dict[str, float]
+    evidence: list[Evidence] = field(default_factory=list)
+
+
+class ModelStage(Protocol):
+    """What :func:`engine.stage.process_batch` needs from a model."""
+
+    #: ``"text"``, ``"image"`` or ``"ocr"``: the stage name in part keys and metrics.
+    stage: str
+    #: model name and version reported on every partial.
+    model: ModelRef
+
+    def prepare(self, task: ModalityTask) -> Any: ...
+
+    def infer(self, inputs: list[Any]) -> list[StageOutput]: ...

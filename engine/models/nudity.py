@@ -1,0 +1,71 @@
+"""Image stage: NudeNet 320n detector (YOLOv8n-style, 18 body-part classes) on onnxruntime.
+
+Source: ``nudenet`` 3.4 (notAI-tech/NudeNet), whose ``320n.onnx`` ships in the
+package. Input ``float32[batch, 3, 320, 320]``; the package's own pre- and
+post-processing (letterbox pad, NMS at IoU 0.45, score ≥ 0.2) is reused through
+``NudeDetector.detect_batch``. Boxes come back as ``[x, y, width, height]`` pixels.
+"""
+
+from __future__ import annotations
+
+import os
+from importlib import metadata
+from typing import Any
+
+import numpy as np
+
+from engine.media import MediaPolicy, load_image_bgr
+from engine.models import StageOutput
+from engine.models.onnx import session
+from schemas.messages import Evidence, ModalityTask, ModelRef
+
+#: NudeNet class → moderation category. Classes not listed (faces, feet, covered
+#: belly...) are kept as evidence under ``"neutral"`` and score nothing.
+CATEGORY_OF_CLASS: dict[str, str] = {
+    "FEMALE_GENITALIA_EXPOSED": "sexual",
+    "MALE_GENITALIA_EXPOSED": "sexual",
+    "FEMALE_BREAST_EXPOSED": "sexual",
+    "BUTTOCKS_EXPOSED": "sexual",
+    "ANUS_EXPOSED": "sexual",
+    "FEMALE_GENITALIA_COVERED": "suggestive",
+    "FEMALE_BREAST_COVERED": "suggestive",
+    "BUTTOCKS_COVERED": "suggestive",
+    "ANUS_COVERED": "suggestive",
+}
+CATEGORIES = ("sexual", "suggestive")
+
+
+class NudityStage:
+    """The ``image`` stage. ``prepare`` loads and decodes (``uint8[h, w, 3]`` BGR for the detector)."""
+
+    stage = "image"
+
+    def __init__(self, media_policy: MediaPolicy, *, prefer_gpu: bool = True) -> None:
+        import nudenet
+        from nudenet import NudeDetector
+
+        path = os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx")
+        self._detector = NudeDetector()
+        # nudenet 3.4 ignores its providers argument: give it a session that may use CUDA.
+        self._detector.onnx_session = session(path, prefer_gpu=prefer_gpu)
+        self.media_policy = media_policy
+        self.model = ModelRef(name="nudenet-320n", version=metadata.version("nudenet"))
+
+    def prepare(self, task: ModalityTask) -> np.ndarray:
+        return load_image_bgr(task.media, self.media_policy)
+
+    def infer(self, inputs: list[np.ndarray]) -> list[StageOutput]:
+        detections: list[list[dict[str, Any]]] = self._detector.detect_batch(inputs, batch_size=max(1, len(inputs)))
+        outputs = []
+        for dets in detections:
+            scores = {c: 0.0 for c in CATEGORIES}
+            evidence = []
+            for d in dets:
+                category = CATEGORY_OF_CLASS.get(d["class"], "neutral")
+                score = round(float(d["score"]), 4)
+                if category in scores:
+                    scores[category] = max(scores[category], score)
+                x, y, w, h = (int(v) for v in d["box"])
+                evidence.append(Evidence(part="", category=category, score=score, label=d["class"], box=(x, y, w, h)))
+            outputs.append(StageOutput(scores=scores, evidence=evidence))
+        return outputs

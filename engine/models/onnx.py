@@ -1,0 +1,25 @@
+"""onnxruntime session construction: CUDA when the installed build and the host have it, CPU otherwise."""
+
+from __future__ import annotations
+
+import logging
+
+import onnxruntime as ort
+
+log = logging.getLogger(__name__)
+
+
+def providers(prefer_gpu: bool = True) -> list[str]:
+    """Execution providers to ask for, best first (CUDA needs the ``onnxruntime-gpu`` build)."""
+    available = ort.get_available_providers()
+    wanted = (["CUDAExecutionProvider"] if prefer_gpu else []) + ["CPUExecutionProvider"]
+    return [p for p in wanted if p in available]
+
+
+def session(model_path: str, *, prefer_gpu: bool = True, intra_op_threads: int = 0) -> ort.InferenceSession:
+    """An ``InferenceSession`` for ``model_path``; ``intra_op_threads=0`` lets onnxruntime choose."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = intra_op_threads
+    sess = ort.InferenceSession(model_path, sess_options=opts, providers=providers(prefer_gpu))
+    log.info("onnx session %s on %s", model_path, sess.get_providers())
+    return sess

@@ -1,0 +1,88 @@
+"""Lexical offensive-language model: alt-profanity-check (TF-IDF + linear SVM, calibrated).
+
+Source: the ``alt-profanity-check`` package (a maintained fork of
+``profanity-check``, trained on Davidson et al. 2017 and Jigsaw comments); the
+vectorizer and model ship inside the package, nothing is downloaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from importlib import metadata
+from pathlib import Path
+
+import numpy as np
+
+from engine.models import StageOutput
+from schemas.messages import Evidence, ModalityTask, ModelRef
+
+#: word tokens for span evidence: letters/digits, inner apostrophes kept ("don't").
+_WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+CATEGORY = "profanity"
+
+
+def _package_fingerprint() -> str:
+    import profanity_check
+
+    data = Path(profanity_check.__file__).parent / "data"
+    digest = hashlib.sha256()
+    for f in sorted(data.glob("*.joblib")):
+        digest.update(f.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+class ProfanityScorer:
+    """Score texts and find the offending words.
+
+    ``score_texts(texts)`` → ``float64[n]`` probabilities; ``spans`` gives
+    ``(start, end, word, score)`` for each word scoring at least
+    ``evidence_threshold`` on its own.
+    """
+
+    def __init__(self, evidence_threshold: float = 0.5) -> None:
+        from profanity_check import predict_prob
+
+        self._predict_prob = predict_prob
+        self.evidence_threshold = evidence_threshold
+        version = metadata.version("alt-profanity-check")
+        self.model = ModelRef(name="alt-profanity-check", version=f"{version}+{_package_fingerprint()}")
+
+    def score_texts(self, texts: list[str]) -> np.ndarray:
+        """Probability of offensive language per text, ``float64[len(texts)]``."""
+        if not texts:
+            return np.zeros(0)
+        return np.asarray(self._predict_prob(texts), dtype=np.float64)
+
+    def score_with_spans(self, texts: list[str], part: str = "") -> list[StageOutput]:
+        """Whole-text score plus per-word span evidence, for a batch of texts (one model call per level)."""
+        doc_scores = self.score_texts(texts)
+        words = [[(m.start(), m.end(), m.group()) for m in _WORD.finditer(t)] for t in texts]
+        flat = [w for ws in words for (_, _, w) in ws]
+        word_scores = self.score_texts(flat) if flat else np.zeros(0)
+        outputs, i = [], 0
+        for text_words, doc_score in zip(words, doc_scores):
+            evidence = []
+            for start, end, word in text_words:
+                s = float(word_scores[i])
+                i += 1
+                if s >= self.evidence_threshold:
+                    evidence.append(Evidence(part=part, category=CATEGORY, score=round(s, 4), text=word, span=(start, end)))
+            outputs.append(StageOutput(scores={CATEGORY: round(float(doc_score), 4)}, evidence=evidence))
+        return outputs
+
+
+class TextStage:
+    """The ``text`` stage: a request's text through :class:`ProfanityScorer`."""
+
+    stage = "text"
+
+    def __init__(self, scorer: ProfanityScorer | None = None) -> None:
+        self.scorer = scorer or ProfanityScorer()
+        self.model = self.scorer.model
+
+    def prepare(self, task: ModalityTask) -> str:
+        return task.text or ""
+
+    def infer(self, inputs: list[str]) -> list[StageOutput]:
+        return self.scorer.score_with_spans(inputs)

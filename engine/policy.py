@@ -1,0 +1,93 @@
+"""Tenant policy: per-category thresholds and what to do when parts are missing.
+
+A policy turns fused category scores into ``allow`` / ``review`` / ``block``:
+``block`` when any category reaches its block threshold, else ``review`` when any
+reaches its review threshold, else ``allow``. When the verdict is incomplete
+(a part missing, failed or expired at the deadline) the decision is at least
+``on_incomplete``: ``allow`` is fail-open, ``review`` or ``block`` fail-closed.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from schemas.messages import Decision, Lane
+
+_RANK: dict[str, int] = {"allow": 0, "review": 1, "block": 2}
+
+
+def stricter(a: Decision, b: Decision) -> Decision:
+    """The stricter of two decisions (``block`` > ``review`` > ``allow``)."""
+    return a if _RANK[a] >= _RANK[b] else b
+
+
+class Threshold(BaseModel):
+    """Score thresholds in ``[0, 1]``; ``block`` above 1 means the category never blocks."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    review: float = Field(ge=0.0, le=1.0)
+    block: float = Field(ge=0.0, le=1.01)
+
+    @model_validator(mode="after")
+    def _ordered(self) -> "Threshold":
+        if self.block < self.review:
+            raise ValueError(f"block threshold {self.block} is below review threshold {self.review}")
+        return self
+
+
+DEFAULT_THRESHOLDS: dict[str, Threshold] = {
+    "profanity": Threshold(review=0.5, block=0.9),
+    "sexual": Threshold(review=0.45, block=0.7),
+    "suggestive": Threshold(review=0.6, block=1.01),
+}
+
+
+class TenantPolicy(BaseModel):
+    """One tenant's moderation policy (``[tenants.<id>]`` in the settings file).
+
+    Attributes:
+        version: recorded on every verdict it produced.
+        thresholds: category → :class:`Threshold`; categories not listed never flag.
+        on_incomplete: least decision for an incomplete verdict (fail-open ``allow``
+            or fail-closed ``review``/``block``).
+        on_rejected: decision for a request the router rejected (bad schema, URI).
+        slo_ms: end-to-end budget, ms, from ``created_at_ms`` to the deadline.
+        lane: lane for requests without an explicit priority.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    version: str = "default-1"
+    thresholds: dict[str, Threshold] = Field(default_factory=lambda: dict(DEFAULT_THRESHOLDS))
+    on_incomplete: Decision = "review"
+    on_rejected: Decision = "review"
+    slo_ms: int = Field(default=10_000, ge=1, le=3_600_000)
+    lane: Lane = "lo"
+
+    def flagged(self, categories: dict[str, float]) -> list[str]:
+        """Categories at or above their review threshold, highest score first."""
+        hits = [c for c, s in categories.items() if c in self.thresholds and s >= self.thresholds[c].review]
+        return sorted(hits, key=lambda c: -categories[c])
+
+    def decide(self, categories: dict[str, float], *, complete: bool) -> Decision:
+        """Decision for fused scores; see the module docstring."""
+        decision: Decision = "allow"
+        for cat, score in categories.items():
+            t = self.thresholds.get(cat)
+            if t is None:
+                continue
+            if score >= t.block:
+                decision = "block"
+            elif score >= t.review:
+                decision = stricter(decision, "review")
+        return decision if complete else stricter(decision, self.on_incomplete)
+
+
+class PolicyBook(BaseModel):
+    """All tenants' policies: ``default`` applies to tenants without their own."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    default: TenantPolicy = Field(default_factory=TenantPolicy)
+    tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+
+    def for_tenant(self, tenant_id: str) -> TenantPolicy:
+        return self.tenants.get(tenant_id, self.default)

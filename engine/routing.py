@@ -1,0 +1,89 @@
+"""Router core: deadline, lane and fan-out of one validated request.
+
+One task per modality item goes to ``audit.<modality>.<lane>``; fusion gets a
+manifest listing each ``<stage>/<part>`` it must wait for. An image item feeds
+two stages (``image`` NudeNet and ``ocr``), each its own consumer group on the
+same lane topic.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from engine.media import MediaPolicy, check_uri
+from engine.policy import PolicyBook
+from schemas.messages import AuditRequest, Lane, Manifest, ModalityTask, SkippedPart
+
+#: modality → stages that answer it, when a worker for it runs in the fleet.
+DEFAULT_STAGES: dict[str, tuple[str, ...]] = {"text": ("text",), "image": ("image", "ocr")}
+
+
+@dataclass(frozen=True)
+class RoutePlan:
+    """``tasks`` to publish (one per item and lane topic) and the fusion ``manifest``."""
+
+    tasks: list[ModalityTask]
+    manifest: Manifest
+
+
+@dataclass(frozen=True)
+class Router:
+    """Pure routing rules.
+
+    Attributes:
+        policies: tenant policies (SLO and default lane come from there).
+        media_policy: URI allowlist, checked here so a bad URI is rejected at the door.
+        stages: modality → stages served by the fleet; other modalities are
+            skipped with a reason and make the verdict incomplete.
+    """
+
+    policies: PolicyBook
+    media_policy: MediaPolicy
+    stages: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_STAGES))
+
+    def deadline_ms(self, req: AuditRequest) -> int:
+        """Absolute deadline: the request's own, else ``created_at_ms`` + its SLO or the tenant's."""
+        if req.deadline_ms is not None:
+            return req.deadline_ms
+        slo = req.slo_ms if req.slo_ms is not None else self.policies.for_tenant(req.tenant_id).slo_ms
+        return req.created_at_ms + slo
+
+    def lane(self, req: AuditRequest) -> Lane:
+        """``hi`` for ``priority="high"``, ``lo`` for ``"low"``, else the tenant's lane."""
+        if req.priority == "high":
+            return "hi"
+        if req.priority == "low":
+            return "lo"
+        return self.policies.for_tenant(req.tenant_id).lane
+
+    def plan(self, req: AuditRequest, now_ms: int) -> RoutePlan:
+        """Fan ``req`` out. Raises ``URINotAllowed`` when a media URI is outside the allowlist."""
+        for item in req.media:
+            if item.uri is not None:
+                check_uri(item.uri, self.media_policy)
+        deadline = self.deadline_ms(req)
+        lane = self.lane(req)
+        common = dict(
+            request_id=req.request_id, tenant_id=req.tenant_id, lane=lane,
+            created_at_ms=req.created_at_ms, deadline_ms=deadline, routed_at_ms=now_ms,
+        )
+        tasks: list[ModalityTask] = []
+        expected: list[str] = []
+        skipped: list[SkippedPart] = []
+        if req.text and "text" not in self.stages:
+            skipped.append(SkippedPart(part="text:0", reason="no text worker in this fleet"))
+        elif req.text:
+            tasks.append(ModalityTask(part="text:0", modality="text", text=req.text, **common))  # type: ignore[arg-type]
+        for i, item in enumerate(req.media):
+            part = f"{item.type}:{i}"
+            if item.type in self.stages:
+                tasks.append(ModalityTask(part=part, modality=item.type, media=item, **common))  # type: ignore[arg-type]
+            else:
+                skipped.append(SkippedPart(part=part, reason=f"no {item.type} worker in this fleet"))
+        for task in tasks:
+            expected += [f"{stage}/{task.part}" for stage in self.stages.get(task.modality, ())]
+        manifest = Manifest(
+            request_id=req.request_id, tenant_id=req.tenant_id, created_at_ms=req.created_at_ms,
+            deadline_ms=deadline, expected=expected, skipped=skipped,
+        )
+        return RoutePlan(tasks, manifest)

@@ -1,0 +1,75 @@
+"""Typed errors with behaviour flags.
+
+Callers decide on the flags (``to_dlq``, ``retriable``), never on long
+``isinstance`` chains (the pattern of aiokafka's ``errors.py``). The ``code`` is
+the stable, low-cardinality string that appears in DLQ records, verdict reasons
+and the ``error_code`` metric label.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorCode(StrEnum):
+    """Stable error codes written into DLQ records and verdict reasons."""
+
+    INVALID_JSON = "invalid_json"
+    SCHEMA_VIOLATION = "schema_violation"
+    MEDIA_TOO_LARGE = "media_too_large"
+    MEDIA_UNDECODABLE = "media_undecodable"
+    URI_NOT_ALLOWED = "uri_not_allowed"
+    MEDIA_FETCH_FAILED = "media_fetch_failed"
+    MODALITY_UNSUPPORTED = "modality_unsupported"
+    INFERENCE_FAILED = "inference_failed"
+
+
+class AuditError(Exception):
+    """Base of every error the fleet handles on purpose.
+
+    Attributes:
+        code: stable error code (:class:`ErrorCode`).
+        to_dlq: the offending record goes to ``audit.dlq`` with its original bytes.
+        retriable: trying again later may succeed (network fetch), so a worker may
+            retry before it gives up and routes to the DLQ.
+    """
+
+    code: ErrorCode = ErrorCode.SCHEMA_VIOLATION
+    to_dlq: bool = True
+    retriable: bool = False
+
+    def __init__(self, message: str, *, request_id: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        #: request id when it could be read from the bad input, else ``None``.
+        self.request_id = request_id
+
+
+class InvalidJSON(AuditError):
+    code = ErrorCode.INVALID_JSON
+
+
+class SchemaViolation(AuditError):
+    code = ErrorCode.SCHEMA_VIOLATION
+
+
+class MediaTooLarge(AuditError):
+    code = ErrorCode.MEDIA_TOO_LARGE
+
+
+class MediaUndecodable(AuditError):
+    code = ErrorCode.MEDIA_UNDECODABLE
+
+
+class URINotAllowed(AuditError):
+    code = ErrorCode.URI_NOT_ALLOWED
+
+
+class MediaFetchFailed(AuditError):
+    code = ErrorCode.MEDIA_FETCH_FAILED
+    retriable = True
+
+
+class InferenceFailed(AuditError):
+    code = ErrorCode.INFERENCE_FAILED
+    retriable = True

@@ -1,0 +1,85 @@
+"""Every topic rtaudit uses: name, partitions, key and configs.
+
+Partition counts are fixed up front: the embedded broker cannot add partitions
+later, and fusion's changelog-backed table needs ``audit.scores`` and its
+changelog to have the same count (Faust co-partitioning).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+#: Partitions of every keyed data topic; also Faust's ``topic_partitions``.
+DEFAULT_PARTITIONS = 4
+#: Retention of data topics, ms (7 days).
+RETENTION_MS = 7 * 24 * 3600 * 1000
+#: Largest record, bytes: inline media up to 8 MiB plus JSON and base64 overhead.
+MAX_MESSAGE_BYTES = 16 * 1024 * 1024
+
+REQUESTS = "audit.requests"
+SCORES = "audit.scores"
+VERDICTS = "audit.verdicts"
+CONTROL = "audit.control"
+DLQ = "audit.dlq"
+MODALITIES = ("text", "image", "audio", "video")
+LANES = ("hi", "lo")
+#: Faust app id of fusion and its table name; the changelog topic is derived from both.
+FUSION_APP_ID = "rtaudit-fusion"
+FUSION_TABLE = "pending"
+FUSION_CHANGELOG = f"{FUSION_APP_ID}-{FUSION_TABLE}-changelog"
+
+
+def lane_topic(modality: str, lane: str) -> str:
+    """``audit.<modality>.<lane>``, e.g. ``audit.image.hi``."""
+    return f"audit.{modality}.{lane}"
+
+
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic of the catalogue.
+
+    Attributes:
+        name: topic name.
+        partitions: partition count (cannot change once created on the embedded broker).
+        key: what the record key is, for the docs.
+        value: what the record value is (a model in :mod:`schemas.messages`).
+        configs: topic configs passed to CreateTopics.
+    """
+
+    name: str
+    partitions: int
+    key: str
+    value: str
+    configs: dict[str, str] = field(default_factory=dict)
+
+
+def _data(name: str, value: str, partitions: int = DEFAULT_PARTITIONS, key: str = "request_id") -> TopicSpec:
+    return TopicSpec(
+        name, partitions, key, value,
+        {"cleanup.policy": "delete", "retention.ms": str(RETENTION_MS), "max.message.bytes": str(MAX_MESSAGE_BYTES)},
+    )
+
+
+def catalog(partitions: int = DEFAULT_PARTITIONS) -> list[TopicSpec]:
+    """The full topic list, in creation order."""
+    specs = [_data(REQUESTS, "AuditRequest JSON", partitions)]
+    specs += [
+        _data(lane_topic(m, lane), "ModalityTask JSON", partitions)
+        for m in MODALITIES
+        for lane in LANES
+    ]
+    specs += [
+        _data(SCORES, "Manifest | PartialScore | FusionTick JSON (field 'kind')", partitions),
+        _data(VERDICTS, "Verdict JSON", partitions),
+        _data(DLQ, "DLQRecord JSON (original bytes base64 + reason)", partitions),
+        TopicSpec(
+            CONTROL, 1, "subject: model:<name> | priority:<tenant> | policy:<tenant>",
+            "versioned control update JSON; null value = tombstone",
+            {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
+        ),
+        TopicSpec(
+            FUSION_CHANGELOG, partitions, "request_id", "fusion table changelog (Faust)",
+            {"cleanup.policy": "compact"},
+        ),
+    ]
+    return specs
