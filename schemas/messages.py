@@ -242,6 +242,7 @@ class DLQRecord(_Strict):
     source_topic: str
     source_partition: int
     source_offset: int
+    source_key: str | None = Field(default=None, description="record key as UTF-8 (errors replaced), usually the request id")
     role: str
     error_code: str
     error: str

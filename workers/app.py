@@ -34,7 +34,7 @@ def faust_options(settings: Settings, role: str) -> dict[str, Any]:
         value_serializer="raw",
         key_serializer="raw",
         topic_partitions=settings.partitions,
-        topic_replication_factor=1 if local else 3,
+        topic_replication_factor=settings.replication_factor or (1 if local else 3),
         web_enabled=False,
         datadir=str(settings.state_dir / role),
         store="memory://",
@@ -59,6 +59,7 @@ def make_app(role: str, settings: Settings | None = None) -> tuple[faust.App, Se
     """A Faust app whose id (consumer group) is ``rtaudit-<role>``, and the settings it was built from."""
     settings = settings or load_settings()
     faust_local.register()
+    (settings.state_dir / role).mkdir(parents=True, exist_ok=True)
     app = faust.App(f"rtaudit-{role}", **faust_options(settings, role))
 
     @app.task
@@ -90,6 +91,7 @@ class DeadLetters:
         record = DLQRecord(
             original_b64=base64.b64encode(raw).decode("ascii"),
             source_topic=msg.topic, source_partition=msg.partition, source_offset=msg.offset,
+            source_key=msg.key.decode("utf-8", "replace")[:256] if isinstance(msg.key, bytes) else None,
             role=self.role, error_code=str(error.code), error=error.message[:2000],
             request_id=error.request_id, failed_at_ms=now_ms(),
         )

@@ -2,7 +2,7 @@
 
 >>> client = AuditClient(load_settings())
 >>> client.submit(AuditRequest(request_id="r1", tenant_id="acme", created_at_ms=now_ms(), text="hi"))
->>> verdicts = VerdictReader(load_settings())
+>>> verdicts = verdict_reader(load_settings())
 >>> verdicts.wait_for({"r1"}, timeout_s=30)
 """
 
@@ -12,7 +12,8 @@ import base64
 import mimetypes
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Generic, TypeVar
 from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
@@ -20,11 +21,14 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer
 from engine.clock import now_ms
 from schemas.codec import decode, encode
 from schemas.errors import AuditError
-from schemas.messages import AuditRequest, MediaItem, Verdict
-from topics.catalog import REQUESTS, VERDICTS
+from pydantic import BaseModel
+
+from schemas.messages import AuditRequest, DLQRecord, MediaItem, Verdict
+from topics.catalog import DLQ, REQUESTS, VERDICTS
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
 
+R = TypeVar("R", bound=BaseModel)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp"}
 
 
@@ -88,40 +92,65 @@ def request_from_path(path: Path, tenant_id: str, **fields: object) -> list[Audi
     return [AuditRequest(text=path.read_text(encoding="utf-8", errors="replace"), **common)]  # type: ignore[arg-type]
 
 
-class VerdictReader:
-    """Reads ``audit.verdicts`` from the beginning of every partition (no consumer group,
-    so no join delay; nothing committed). Verdicts are yielded with their arrival time (ms)."""
+class RecordReader(Generic[R]):
+    """Reads a topic from the beginning of every partition (no consumer group, so no join
+    delay; nothing committed), decoding each record into ``model``. Records are yielded with
+    their arrival time (ms); ``key_of`` names the id :meth:`wait_for` matches on."""
 
-    def __init__(self, settings: Settings, partitions: int | None = None) -> None:
+    def __init__(
+        self, settings: Settings, topic: str = VERDICTS, model: type[R] = Verdict,  # type: ignore[assignment]
+        key_of: Callable[[R], str | None] = lambda r: getattr(r, "request_id", None),
+    ) -> None:
+        self.topic, self.model, self.key_of = topic, model, key_of
         self._consumer = Consumer(consumer_config(settings, group_id=f"rtaudit-reader-{uuid.uuid4().hex[:8]}"))
-        md = self._consumer.list_topics(VERDICTS, timeout=10)
-        count = partitions or len(md.topics[VERDICTS].partitions)
+        md = self._consumer.list_topics(topic, timeout=10)
+        count = len(md.topics[topic].partitions) if topic in md.topics else 0
         if not count:
-            raise KafkaException(f"topic {VERDICTS} has no partitions: run `rtaudit topics create`")
-        self._consumer.assign([TopicPartition(VERDICTS, p, OFFSET_BEGINNING) for p in range(count)])
+            raise KafkaException(f"topic {topic} has no partitions: run `rtaudit topics create`")
+        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(count)])
 
-    def stream(self, timeout_s: float | None = None, idle_s: float = 0.5) -> Iterator[tuple[Verdict, int]]:
-        """Yield ``(verdict, arrived_at_ms)`` until ``timeout_s`` passes (``None``: forever)."""
+    def stream(self, timeout_s: float | None = None, idle_s: float = 0.5) -> Iterator[tuple[R, int]]:
+        """Yield ``(record, arrived_at_ms)`` until ``timeout_s`` passes (``None``: forever).
+        Records that do not decode are skipped."""
         end = None if timeout_s is None else time.monotonic() + timeout_s
         while end is None or time.monotonic() < end:
             msg = self._consumer.poll(idle_s)
-            if msg is None:
+            if msg is None or msg.error():
                 continue
-            if msg.error():
+            try:
+                yield decode(msg.value(), self.model), now_ms()
+            except AuditError:
                 continue
-            yield decode(msg.value(), Verdict), now_ms()
 
-    def wait_for(self, request_ids: Iterable[str], timeout_s: float) -> dict[str, tuple[Verdict, int]]:
-        """Collect the first verdict of each id until all arrived or ``timeout_s`` passed.
-        Returns ``{request_id: (verdict, arrived_at_ms)}`` for those that arrived."""
-        wanted = set(request_ids)
-        got: dict[str, tuple[Verdict, int]] = {}
-        for verdict, arrived in self.stream(timeout_s):
-            if verdict.request_id in wanted and verdict.request_id not in got:
-                got[verdict.request_id] = (verdict, arrived)
+    def wait_for(
+        self, ids: Iterable[str], timeout_s: float, on_record: Callable[[R, int], None] | None = None,
+    ) -> dict[str, tuple[R, int]]:
+        """Collect the first record of each id until all arrived or ``timeout_s`` passed.
+        Returns ``{id: (record, arrived_at_ms)}`` for those that arrived; ``on_record`` is
+        called for each as it arrives."""
+        wanted = set(ids)
+        got: dict[str, tuple[R, int]] = {}
+        if not wanted:
+            return got
+        for record, arrived in self.stream(timeout_s):
+            key = self.key_of(record)
+            if key in wanted and key not in got:
+                got[key] = (record, arrived)
+                if on_record is not None:
+                    on_record(record, arrived)
                 if len(got) == len(wanted):
                     break
         return got
 
     def close(self) -> None:
         self._consumer.close()
+
+
+def verdict_reader(settings: Settings) -> RecordReader[Verdict]:
+    """Reader of ``audit.verdicts`` keyed by request id."""
+    return RecordReader(settings, VERDICTS, Verdict)
+
+
+def dlq_reader(settings: Settings) -> RecordReader[DLQRecord]:
+    """Reader of ``audit.dlq`` keyed by the request id, else the source record's key."""
+    return RecordReader(settings, DLQ, DLQRecord, key_of=lambda r: r.request_id or r.source_key)

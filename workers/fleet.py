@@ -25,7 +25,7 @@ from schemas.messages import AuditRequest, MediaItem
 from topics.admin import ensure_topics
 from topics.catalog import catalog
 from workers.broker import EmbeddedBroker, is_listening
-from workers.client import AuditClient, VerdictReader
+from workers.client import AuditClient, verdict_reader
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -58,9 +58,13 @@ class Fleet:
     """Processes of a local fleet. ``replicas`` maps role → process count (default 1)."""
 
     settings: Settings
+    #: settings file handed to every worker process (``RTAUDIT_CONFIG``).
+    config: Path | None = None
     roles: tuple[str, ...] = ROLES
     replicas: dict[str, int] = field(default_factory=dict)
     log_dir: Path = Path(".rtaudit/logs")
+    #: extra environment for the worker processes.
+    env: dict[str, str] = field(default_factory=dict)
     broker: EmbeddedBroker | None = None
     processes: dict[str, list[subprocess.Popen[bytes]]] = field(default_factory=dict)
 
@@ -75,7 +79,9 @@ class Fleet:
         self.start_broker_if_needed()
         ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1"}
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
+        if self.config is not None:
+            env["RTAUDIT_CONFIG"] = str(Path(self.config).resolve())
         if self.settings.bootstrap_servers is None:
             env["RTAUDIT_EMBEDDED_PORT"] = str(self.settings.embedded_port)
         for role in self.roles:
@@ -103,7 +109,7 @@ class Fleet:
     def wait_ready(self, timeout_s: float) -> float:
         """Send probe requests until one's verdict is complete; returns seconds waited."""
         started = time.monotonic()
-        reader = VerdictReader(self.settings)
+        reader = verdict_reader(self.settings)
         client = AuditClient(self.settings)
         try:
             while time.monotonic() - started < timeout_s:

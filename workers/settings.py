@@ -60,6 +60,8 @@ class Settings(BaseSettings):
     kafka_profile: Literal["local", "production"] | None = None
     embedded_port: int = EMBEDDED_PORT
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=256)
+    #: replication factor of topics Faust creates itself (changelogs); default 1 local, 3 production.
+    replication_factor: int | None = Field(default=None, ge=1, le=7)
     #: Prometheus exporter port of this process; 0 disables it.
     metrics_port: int = Field(default=0, ge=0, le=65535)
     state_dir: Path = Path(".rtaudit")

@@ -1,0 +1,19 @@
+# The two commands of the README. Each sets up .venv (once, again when pyproject.toml changes).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+export HF_HUB_OFFLINE := 1
+
+.PHONY: demo test setup
+setup: $(VENV)/.installed
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	touch $@
+
+demo: setup
+	$(BIN)/rtaudit demo
+
+test: setup
+	$(BIN)/python -m pytest -q

@@ -1,0 +1,271 @@
+"""The ``rtaudit`` command line (Typer)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from workers.settings import SettingsError, load_settings
+
+app = typer.Typer(help="rtaudit: real-time multimodal content moderation on Kafka.", no_args_is_help=True)
+topics_app = typer.Typer(help="Create or verify the topic catalogue.", no_args_is_help=True)
+schemas_app = typer.Typer(help="Export or check the JSON Schema files.", no_args_is_help=True)
+app.add_typer(topics_app, name="topics")
+app.add_typer(schemas_app, name="schemas")
+console = Console(width=max(140, Console().width))
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="settings file (default: $RTAUDIT_CONFIG or ./rtaudit.toml)")]
+
+
+def _settings(config: Path | None):  # type: ignore[no-untyped-def]
+    try:
+        return load_settings(config)
+    except SettingsError as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(2) from None
+
+
+@app.callback()
+def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+@app.command()
+def broker(port: Annotated[int, typer.Option(help="loopback port")] = 19092) -> None:
+    """Run the embedded tansu broker in the foreground (memory-only) until Ctrl-C."""
+    from workers.broker import EmbeddedBroker
+
+    with EmbeddedBroker(port) as b:
+        console.print(f"embedded broker on {b.bootstrap} (Ctrl-C stops it; all data is lost)")
+        try:
+            b.process.wait()  # type: ignore[union-attr]
+        except KeyboardInterrupt:
+            pass
+
+
+def _print_checks(checks) -> None:  # type: ignore[no-untyped-def]
+    table = Table("topic", "state", "partitions")
+    for c in checks:
+        table.add_row(c.name, c.state, f"{c.partitions}/{c.expected_partitions}")
+    console.print(table)
+
+
+@topics_app.command("create")
+def topics_create(config: ConfigOpt = None) -> None:
+    """Create missing topics and verify partition counts (idempotent)."""
+    from topics.admin import ensure_topics
+    from topics.catalog import catalog
+
+    s = _settings(config)
+    _print_checks(ensure_topics(s.bootstrap, catalog(s.partitions)))
+
+
+@topics_app.command("verify")
+def topics_verify(config: ConfigOpt = None) -> None:
+    """Check that every topic exists with its partition count; exit 1 if not."""
+    from topics.admin import ensure_topics
+    from topics.catalog import catalog
+
+    s = _settings(config)
+    checks = ensure_topics(s.bootstrap, catalog(s.partitions), create=False)
+    _print_checks(checks)
+    if any(c.state != "exists" for c in checks):
+        raise typer.Exit(1)
+
+
+@schemas_app.command("export")
+def schemas_export() -> None:
+    """Rewrite ``schemas/json/*.schema.json`` from the models."""
+    from schemas.export import export
+
+    for p in export():
+        console.print(str(p))
+
+
+@app.command()
+def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion")]) -> None:
+    """Run one worker in the foreground (same as ``faust -A workers.<role> worker -l info``)."""
+    from workers.fleet import ROLES, faust_executable
+
+    if role not in ROLES:
+        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    os.execv(faust_executable(), [faust_executable(), "-A", f"workers.{role}", "worker", "-l", "info", "--without-web"])
+
+
+def _parse_replicas(values: list[str]) -> dict[str, int]:
+    out = {}
+    for v in values:
+        role, _, n = v.partition("=")
+        if not n.isdigit() or int(n) < 1:
+            raise typer.BadParameter(f"--replicas takes ROLE=N with N >= 1, got {v!r}")
+        out[role] = int(n)
+    return out
+
+
+@app.command()
+def up(
+    config: ConfigOpt = None,
+    replicas: Annotated[list[str], typer.Option("--replicas", "-r", help="ROLE=N, e.g. ocr=2")] = [],  # noqa: B006
+) -> None:
+    """Start the embedded broker (unless KAFKA_BOOTSTRAP_SERVERS is set), the topics and every worker;
+    wait until a probe request gets a complete verdict; run until Ctrl-C."""
+    from workers.fleet import Fleet
+
+    s = _settings(config)
+    fleet = Fleet(s, config=config, replicas=_parse_replicas(replicas))
+    started = time.monotonic()
+    fleet.start()
+    console.print(f"fleet ready in {time.monotonic() - started:.1f} s on {s.bootstrap} ({s.profile} profile); logs in {fleet.log_dir}")
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    try:
+        while not fleet.exited():
+            time.sleep(1)
+        console.print(f"[red]workers exited: {fleet.exited()}[/red]")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        fleet.stop()
+
+
+@app.command()
+def submit(
+    paths: Annotated[list[Path], typer.Argument(help="text files, .jsonl requests, images")],
+    tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
+    priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
+    wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
+    config: ConfigOpt = None,
+) -> None:
+    """Publish files to audit.requests; optionally wait and print their verdicts."""
+    from schemas.errors import AuditError
+    from workers.client import AuditClient, verdict_reader, request_from_path
+    from workers.demo import verdict_line
+
+    s = _settings(config)
+    extra = {"priority": priority} if priority else {}
+    requests = []
+    for p in paths:
+        try:
+            requests += request_from_path(p, tenant, **extra)
+        except (OSError, AuditError, ValueError) as exc:
+            console.print(f"[red]{p}: {exc}[/red]")
+            raise typer.Exit(2) from None
+    reader = verdict_reader(s) if wait else None
+    client = AuditClient(s)
+    for r in requests:
+        client.submit(r)
+        console.print(f"submitted {r.request_id}")
+    client.flush()
+    if reader is not None:
+        got = reader.wait_for({r.request_id for r in requests}, wait, on_record=lambda v, a: print(verdict_line(v, a), flush=True))
+        reader.close()
+        if len(got) < len(requests):
+            console.print(f"[yellow]{len(requests) - len(got)} verdicts not in within {wait} s[/yellow]")
+            raise typer.Exit(1)
+
+
+@app.command()
+def verdicts(
+    config: ConfigOpt = None,
+    from_beginning: Annotated[bool, typer.Option(help="print verdicts already on the topic too")] = False,
+    count: Annotated[int, typer.Option(help="stop after N verdicts (0: follow forever)")] = 0,
+    as_json: Annotated[bool, typer.Option("--json", help="print each verdict as JSON")] = False,
+) -> None:
+    """Follow audit.verdicts and print one line per verdict."""
+    from workers.client import verdict_reader
+    from workers.demo import verdict_line
+    from engine.clock import now_ms
+
+    s = _settings(config)
+    reader = verdict_reader(s)
+    since = 0 if from_beginning else now_ms() - 1000
+    n = 0
+    try:
+        for v, arrived in reader.stream():
+            if v.decided_at_ms < since:
+                continue
+            print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived), flush=True)
+            n += 1
+            if count and n >= count:
+                break
+    except KeyboardInterrupt:
+        pass
+    finally:
+        reader.close()
+
+
+@app.command()
+def demo(
+    config: ConfigOpt = None,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for all verdicts")] = 300.0,
+) -> None:
+    """Start the broker and fleet if none is running, stream the demo corpus, print verdicts and a summary."""
+    from engine.clock import now_ms
+    from workers.broker import is_listening
+    from workers.client import AuditClient, dlq_reader, verdict_reader
+    from workers.demo import build_corpus, summarize, summary_tables, verdict_line
+    from workers.fleet import Fleet, FleetNotReady
+
+    s = _settings(config)
+    fleet = None
+    running = False
+    host, _, port = s.bootstrap.partition(",")[0].rpartition(":")
+    if is_listening(host or "127.0.0.1", int(port)):
+        try:
+            Fleet(s, config=config).wait_ready(timeout_s=20)
+            running = True
+            console.print(f"using the fleet already running on {s.bootstrap}")
+        except Exception:
+            running = False
+    if not running:
+        console.print(f"starting the embedded broker and the fleet ({s.profile} profile)…")
+        fleet = Fleet(s, config=config)
+        t0 = time.monotonic()
+        try:
+            fleet.start()
+        except FleetNotReady as exc:
+            console.print(f"[red]{exc}[/red]")
+            raise typer.Exit(1) from None
+        console.print(f"fleet ready in {time.monotonic() - t0:.1f} s")
+    try:
+        items = build_corpus()
+        reader, dlq = verdict_reader(s), dlq_reader(s)
+        client = AuditClient(s)
+        started = now_ms()
+        for item in items:
+            client.submit_raw(item.request_id.encode(), item.raw)
+        client.flush()
+        console.print(f"submitted {len(items)} requests; verdicts:")
+        got = reader.wait_for(
+            {i.request_id for i in items if i.expects_verdict}, timeout,
+            on_record=lambda v, a: print(verdict_line(v, a), flush=True),
+        )
+        dead = dlq.wait_for({i.request_id for i in items if i.expects_dlq}, timeout_s=15)
+        reader.close()
+        dlq.close()
+        summary = summarize(items, got, started, dlq=len(dead))
+        for table in summary_tables(items, got, summary):
+            console.print(table)
+        if summary.received < summary.expected_verdicts or summary.dlq < summary.expected_dlq:
+            console.print(f"[red]missing: {summary.expected_verdicts - summary.received} verdicts, "
+                          f"{summary.expected_dlq - summary.dlq} DLQ records after {timeout} s[/red]")
+            raise typer.Exit(1)
+    finally:
+        if fleet is not None:
+            fleet.stop()
+
+
+def main() -> None:  # pragma: no cover
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(app())
