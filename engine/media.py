@@ -127,6 +127,11 @@ def decode_image(data: bytes, policy: MediaPolicy) -> np.ndarray:
             if width * height > policy.max_pixels:
                 raise MediaTooLarge(f"image is {width}x{height} pixels, limit {policy.max_pixels} pixels")
             img = ImageOps.exif_transpose(img)
+            if img.mode.startswith("I") or img.mode == "F":
+                # 16/32-bit grey: scale to 8 bits instead of letting convert() clip at 255
+                wide = np.asarray(img, dtype=np.float32)
+                top = 65535.0 if img.mode.startswith("I;16") else max(float(wide.max()), 1.0)
+                img = Image.fromarray((wide * (255.0 / top)).clip(0, 255).astype(np.uint8))
             if img.mode in ("RGBA", "LA", "PA") or (img.mode == "P" and "transparency" in img.info):
                 rgba = img.convert("RGBA")
                 canvas = Image.new("RGB", rgba.size, (255, 255, 255))
@@ -135,7 +140,9 @@ def decode_image(data: bytes, policy: MediaPolicy) -> np.ndarray:
             else:
                 img = img.convert("RGB")
             return np.asarray(img, dtype=np.uint8)
-    except (UnidentifiedImageError, OSError, SyntaxError, ValueError, Image.DecompressionBombError) as exc:
+    except Image.DecompressionBombError as exc:
+        raise MediaTooLarge(f"image rejected as a decompression bomb: {exc}") from None
+    except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
         raise MediaUndecodable(f"not a decodable image: {exc}") from None
 
 

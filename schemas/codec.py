@@ -13,11 +13,14 @@ import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from schemas.errors import InvalidJSON, SchemaViolation
-from schemas.messages import ScoresRecord
+from schemas.messages import EpochMs, RequestId, ScoresRecord, TenantId
 
 M = TypeVar("M", bound=BaseModel)
 
 _scores_adapter: TypeAdapter[Any] = TypeAdapter(ScoresRecord)
+_request_id: TypeAdapter[Any] = TypeAdapter(RequestId)
+_tenant_id: TypeAdapter[Any] = TypeAdapter(TenantId)
+_epoch_ms: TypeAdapter[Any] = TypeAdapter(EpochMs)
 
 
 def encode(message: BaseModel) -> bytes:
@@ -32,31 +35,35 @@ def _loads(raw: bytes) -> Any:
         raise InvalidJSON(f"not JSON: {exc}") from None
 
 
+def _valid(adapter: TypeAdapter[Any], value: Any) -> Any:
+    try:
+        return adapter.validate_python(value, strict=True)
+    except ValidationError:
+        return None
+
+
 def readable_request_id(payload: Any) -> str | None:
-    """The ``request_id`` of a decoded JSON payload if it is a usable string, else ``None``."""
+    """The ``request_id`` of a decoded JSON payload if it is valid per the contract, else ``None``."""
     if isinstance(payload, dict):
-        rid = payload.get("request_id")
-        if isinstance(rid, str) and 0 < len(rid) <= 128 and rid.isprintable():
-            return rid
+        return _valid(_request_id, payload.get("request_id"))
     return None
 
 
 def readable_fields(raw: bytes) -> dict[str, Any]:
-    """``request_id``, ``tenant_id`` and ``created_at_ms`` of bad input, those that are readable."""
+    """``request_id``, ``tenant_id`` and ``created_at_ms`` of bad input: those that are present
+    and valid per the contract (so a rejection can still be addressed and timed)."""
     try:
         payload = orjson.loads(raw)
     except orjson.JSONDecodeError:
         return {}
-    out: dict[str, Any] = {}
     rid = readable_request_id(payload)
-    if rid is not None:
-        out["request_id"] = rid
-        tenant = payload.get("tenant_id")
-        if isinstance(tenant, str) and tenant.replace("-", "").replace("_", "").replace(".", "").isalnum() and len(tenant) <= 64:
-            out["tenant_id"] = tenant
-        created = payload.get("created_at_ms")
-        if isinstance(created, int) and 0 <= created <= 10**14:
-            out["created_at_ms"] = created
+    if rid is None:
+        return {}
+    out: dict[str, Any] = {"request_id": rid}
+    for name, adapter in (("tenant_id", _tenant_id), ("created_at_ms", _epoch_ms)):
+        value = _valid(adapter, payload.get(name))
+        if value is not None:
+            out[name] = value
     return out
 
 

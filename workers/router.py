@@ -32,7 +32,7 @@ def rejection_manifest(raw: bytes, error: AuditError) -> Manifest | None:
     if "request_id" not in fields:
         return None
     now = now_ms()
-    return Manifest(
+    return Manifest(  # fields are contract-valid: readable_fields validated each
         request_id=fields["request_id"], tenant_id=fields.get("tenant_id", "unknown"),
         created_at_ms=fields.get("created_at_ms", now), deadline_ms=now,
         rejection=error.message[:500], rejection_code=str(error.code),

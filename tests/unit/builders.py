@@ -1,0 +1,85 @@
+"""Small constructors for contract records and in-memory images, shared by the unit tests."""
+
+from __future__ import annotations
+
+import base64
+import io
+from typing import Any
+
+from PIL import Image
+
+from schemas.messages import (
+    AuditRequest,
+    Evidence,
+    FusionTick,
+    Manifest,
+    MediaItem,
+    ModalityTask,
+    ModelRef,
+    PartialScore,
+    SkippedPart,
+    Timings,
+)
+
+REQUEST_ID = "req-1"
+TENANT = "acme"
+CREATED_MS = 1_000_000
+DEADLINE_MS = CREATED_MS + 10_000
+
+
+def encoded_image(img: Image.Image, fmt: str = "PNG", **save_args: Any) -> bytes:
+    buf = io.BytesIO()
+    img.save(buf, fmt, **save_args)
+    return buf.getvalue()
+
+
+def inline_media(data: bytes, type_: str = "image", **fields: Any) -> MediaItem:
+    return MediaItem(type=type_, data_b64=base64.b64encode(data).decode(), **fields)
+
+
+def audit_request(**fields: Any) -> AuditRequest:
+    values: dict[str, Any] = dict(request_id=REQUEST_ID, tenant_id=TENANT, created_at_ms=CREATED_MS, text="hello")
+    return AuditRequest(**{**values, **fields})
+
+
+def task(
+    part: str = "text:0", *, text: str | None = "hello", media: MediaItem | None = None,
+    deadline_ms: int = DEADLINE_MS, routed_at_ms: int = CREATED_MS, request_id: str = REQUEST_ID,
+) -> ModalityTask:
+    return ModalityTask(
+        request_id=request_id, tenant_id=TENANT, part=part, modality=part.split(":")[0], lane="lo",
+        created_at_ms=CREATED_MS, deadline_ms=deadline_ms, routed_at_ms=routed_at_ms, text=text, media=media,
+    )
+
+
+def manifest(*expected: str, **fields: Any) -> Manifest:
+    values: dict[str, Any] = dict(
+        request_id=REQUEST_ID, tenant_id=TENANT, created_at_ms=CREATED_MS, deadline_ms=DEADLINE_MS,
+        expected=list(expected),
+    )
+    values.update(fields)
+    values["skipped"] = [SkippedPart(part=p, reason=r) for p, r in values.get("skipped", [])]
+    return Manifest(**values)
+
+
+def partial(
+    key: str, *, status: str = "ok", scores: dict[str, float] | None = None,
+    evidence: list[Evidence] | None = None, produced_at_ms: int = CREATED_MS + 100, **fields: Any,
+) -> PartialScore:
+    """A partial for ``key`` = ``"<stage>/<part>"``."""
+    stage, part = key.split("/")
+    return PartialScore(
+        request_id=fields.pop("request_id", REQUEST_ID), tenant_id=TENANT, part=part, stage=stage,
+        model=ModelRef(name=f"{stage}-model", version="1"), status=status,
+        scores=scores if scores is not None else {}, evidence=evidence or [],
+        timings=Timings(queue_ms=1.0, inference_ms=2.0, batch_size=1),
+        deadline_ms=DEADLINE_MS, produced_at_ms=produced_at_ms, **fields,
+    )
+
+
+def evidence(category: str, score: float, part: str = "text:0", **fields: Any) -> Evidence:
+    return Evidence(part=part, category=category, score=score, **fields)
+
+
+def tick(reason: str, at_ms: int, request_id: str = REQUEST_ID) -> FusionTick:
+    return FusionTick(request_id=request_id, reason=reason, at_ms=at_ms)

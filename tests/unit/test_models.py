@@ -1,0 +1,67 @@
+"""The shipped models on real, benign images: they load offline and answer sensibly."""
+
+from __future__ import annotations
+
+import pytest
+
+from engine.policy import DEFAULT_THRESHOLDS
+from engine.stage import process_batch
+
+from .builders import CREATED_MS, inline_media, task
+
+PHOTO_SUFFIXES = {".png", ".jpg"}
+
+
+def run_stage(stage, paths):
+    tasks = [task(f"image:{n}", text=None, media=inline_media(p.read_bytes(), name=p.name)) for n, p in enumerate(paths)]
+    return process_batch(stage, tasks, now_ms=lambda: CREATED_MS)
+
+
+@pytest.fixture(scope="module")
+def photos(data_dir):
+    paths = sorted(p for p in (data_dir / "images" / "photos").iterdir() if p.suffix in PHOTO_SUFFIXES)
+    assert len(paths) == 12, f"expected the 12 scikit-image photos, found {[p.name for p in paths]}"
+    return paths
+
+
+@pytest.fixture(scope="module")
+def phototest_partial(data_dir, ocr_stage):
+    page = data_dir / "images" / "ocr" / "tesseract" / "phototest.tif"
+    (partial,) = run_stage(ocr_stage, [page]).partials
+    assert partial.status == "ok", partial.error
+    return partial
+
+
+def test_nudity_stage_does_not_flag_benign_photos(nudity_stage, photos):
+    review = DEFAULT_THRESHOLDS["sexual"].review
+    result = run_stage(nudity_stage, photos)
+    assert [p.status for p in result.partials] == ["ok"] * len(photos)
+    sexual = {path.name: p.scores["sexual"] for path, p in zip(photos, result.partials)}
+    assert all(score < review for score in sexual.values()), sexual
+    for p in result.partials:
+        assert set(p.scores) == {"sexual", "suggestive"}
+        assert all(ev.box is not None and ev.label and ev.part == p.part for ev in p.evidence)
+
+
+def ocr_lines(partial) -> list[str]:
+    return [ev.text for ev in partial.evidence if ev.category == "ocr"]
+
+
+def test_ocr_stage_reads_the_tesseract_test_page(phototest_partial):
+    lines = ocr_lines(phototest_partial)
+    assert "This is a lot of 12 point text to test the" in lines
+    assert lines[-1] == "brown dog jumped over the lazy fox."
+    for ev in phototest_partial.evidence:
+        if ev.category == "ocr":
+            x, y, w, h = ev.box
+            assert w > 0 and h > 0 and 0.0 <= ev.score <= 1.0
+
+
+def test_ocr_text_spans_point_into_the_transcript(phototest_partial):
+    transcript = "\n".join(ocr_lines(phototest_partial))
+    spans = [ev for ev in phototest_partial.evidence if ev.span is not None]
+    assert spans, "the page should yield at least one word-level span to check"
+    for ev in spans:
+        assert transcript[slice(*ev.span)] == ev.text
+    assert set(phototest_partial.scores) == {"profanity"}
+    assert phototest_partial.scores["profanity"] < DEFAULT_THRESHOLDS["profanity"].review
