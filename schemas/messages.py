@@ -235,10 +235,17 @@ class Verdict(_Strict):
     latency_ms: int
 
 
+#: Most original bytes a DLQ record carries; longer originals are cut (``original_size_bytes`` says how long).
+MAX_DLQ_ORIGINAL_BYTES = 4 * 1024 * 1024
+
+
 class DLQRecord(_Strict):
-    """A record no worker could process (``audit.dlq``), with its original bytes (base64)."""
+    """A record no worker could process (``audit.dlq``), with its original bytes (base64),
+    the first :data:`MAX_DLQ_ORIGINAL_BYTES` of them when it was longer."""
 
     original_b64: str
+    original_size_bytes: int = Field(default=0, ge=0)
+    original_truncated: bool = False
     source_topic: str
     source_partition: int
     source_offset: int

@@ -18,7 +18,7 @@ import faust
 from engine.clock import now_ms
 from schemas.codec import encode
 from schemas.errors import AuditError
-from schemas.messages import DLQRecord
+from schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
 from topics.catalog import DLQ, MAX_MESSAGE_BYTES
 from workers import faust_local, metrics
 from workers.settings import Settings, load_settings
@@ -74,6 +74,21 @@ def raw_topic(app: faust.App, *names: str) -> Any:
     return app.topic(*names, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
 
 
+def dead_letter_record(
+    raw: bytes, topic: str, partition: int, offset: int, key: bytes | None, role: str, error: AuditError, now: int
+) -> DLQRecord:
+    """The DLQ record for one bad input record. Originals over :data:`MAX_DLQ_ORIGINAL_BYTES`
+    are cut (a DLQ record must stay producible whatever arrived); messages are capped at 2000 chars."""
+    return DLQRecord(
+        original_b64=base64.b64encode(raw[:MAX_DLQ_ORIGINAL_BYTES]).decode("ascii"),
+        original_size_bytes=len(raw), original_truncated=len(raw) > MAX_DLQ_ORIGINAL_BYTES,
+        source_topic=topic, source_partition=partition, source_offset=offset,
+        source_key=key.decode("utf-8", "replace")[:256] if isinstance(key, bytes) else None,
+        role=role, error_code=str(error.code), error=error.message[:2000],
+        request_id=error.request_id, failed_at_ms=now,
+    )
+
+
 class DeadLetters:
     """Routes a bad record to ``audit.dlq`` with its original bytes, source position and reason."""
 
@@ -81,19 +96,11 @@ class DeadLetters:
         self.role = role
         self.topic = raw_topic(app, DLQ)
 
-    async def send(self, event: Any, error: AuditError, *, original: bytes | None = None) -> None:
-        """Publish a :class:`DLQRecord` for ``event`` (a Faust event) and count it.
-
-        ``original`` overrides the bytes recorded (default: the event's value).
-        """
+    async def send(self, event: Any, error: AuditError) -> None:
+        """Publish a :class:`DLQRecord` for ``event`` (a Faust event) and count it."""
         msg = event.message
-        raw = original if original is not None else (event.value or b"")
-        record = DLQRecord(
-            original_b64=base64.b64encode(raw).decode("ascii"),
-            source_topic=msg.topic, source_partition=msg.partition, source_offset=msg.offset,
-            source_key=msg.key.decode("utf-8", "replace")[:256] if isinstance(msg.key, bytes) else None,
-            role=self.role, error_code=str(error.code), error=error.message[:2000],
-            request_id=error.request_id, failed_at_ms=now_ms(),
+        record = dead_letter_record(
+            event.value or b"", msg.topic, msg.partition, msg.offset, msg.key, self.role, error, now_ms()
         )
         log.warning(
             "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",

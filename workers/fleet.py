@@ -11,6 +11,7 @@ import base64
 import io
 import logging
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -67,6 +68,8 @@ class Fleet:
     env: dict[str, str] = field(default_factory=dict)
     broker: EmbeddedBroker | None = None
     processes: dict[str, list[subprocess.Popen[bytes]]] = field(default_factory=dict)
+    #: role → index of the last process started (log files are ``<role>-<index>.log``).
+    spawned: dict[str, int] = field(default_factory=dict)
 
     def start_broker_if_needed(self) -> None:
         """Start the embedded broker when the profile is local and nothing listens on its port."""
@@ -79,32 +82,46 @@ class Fleet:
         self.start_broker_if_needed()
         ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
-        if self.config is not None:
-            env["RTAUDIT_CONFIG"] = str(Path(self.config).resolve())
-        if self.settings.bootstrap_servers is None:
-            env["RTAUDIT_EMBEDDED_PORT"] = str(self.settings.embedded_port)
         for role in self.roles:
-            for i in range(self.replicas.get(role, 1)):
-                if self.settings.metrics_port:
-                    env["RTAUDIT_METRICS_PORT"] = str(self.settings.metrics_port + len(self._all()))
-                logf = open(self.log_dir / f"{role}-{i}.log", "wb")
-                proc = subprocess.Popen(
-                    [faust_executable(), "-A", f"workers.{role}", "worker", "-l", "info", "--without-web"],
-                    env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
-                )
-                self.processes.setdefault(role, []).append(proc)
+            for _ in range(self.replicas.get(role, 1)):
+                self.spawn(role)
         try:
             self.wait_ready(ready_timeout_s)
         except BaseException:
             self.stop()
             raise
 
+    def spawn(self, role: str) -> subprocess.Popen[bytes]:
+        """Start one more ``faust -A workers.<role> worker`` process (it joins the role's consumer group)."""
+        env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
+        if self.config is not None:
+            env["RTAUDIT_CONFIG"] = str(Path(self.config).resolve())
+        if self.settings.bootstrap_servers is None:
+            env["RTAUDIT_EMBEDDED_PORT"] = str(self.settings.embedded_port)
+        if self.settings.metrics_port:
+            env["RTAUDIT_METRICS_PORT"] = str(self.settings.metrics_port + len(self._all()))
+        index = self.spawned[role] = self.spawned.get(role, -1) + 1
+        with open(self.log_dir / f"{role}-{index}.log", "wb") as logf:
+            proc = subprocess.Popen(
+                [faust_executable(), "-A", f"workers.{role}", "worker", "-l", "info", "--without-web"],
+                env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+            )
+        self.processes.setdefault(role, []).append(proc)
+        return proc
+
     def _all(self) -> list[subprocess.Popen[bytes]]:
         return [p for procs in self.processes.values() for p in procs]
 
     def exited(self) -> list[str]:
+        """Workers that stopped without :meth:`stop` (killed on purpose ones are forgotten)."""
         return [f"{role} (exit {p.returncode})" for role, procs in self.processes.items() for p in procs if p.poll() is not None]
+
+    def kill(self, role: str, sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to every process of ``role`` and forget them (a crash, for failover tests)."""
+        for p in self.processes.pop(role, []):
+            if p.poll() is None:
+                p.send_signal(sig)
+            p.wait()
 
     def wait_ready(self, timeout_s: float) -> float:
         """Send probe requests until one's verdict is complete; returns seconds waited."""

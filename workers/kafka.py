@@ -25,6 +25,7 @@ def producer_config(settings: Settings) -> dict[str, Any]:
         "enable.idempotence": True,
         "acks": "all",
         "compression.type": "none",
+        "log.connection.close": False,  # a broker stop is reported through delivery errors, not log noise
     }
     if settings.profile == "local":
         conf["linger.ms"] = 1
@@ -39,6 +40,7 @@ def consumer_config(settings: Settings, group_id: str, **extra: Any) -> dict[str
         "auto.offset.reset": "earliest",
         "fetch.max.bytes": MAX_MESSAGE_BYTES * 2,
         "max.partition.fetch.bytes": MAX_MESSAGE_BYTES,
+        "log.connection.close": False,
     }
     if settings.profile == "local":
         conf.update({"session.timeout.ms": 3000, "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 10})

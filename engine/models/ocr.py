@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from importlib import metadata
 
+import cv2
 import numpy as np
 
 from engine.models import StageOutput
@@ -43,8 +44,19 @@ class OCRStage:
             version=f"{metadata.version('rapidocr-onnxruntime')}+{scorer.model.version}",
         )
 
+    #: longest side, pixels, an image is scaled down to before OCR: text larger than this
+    #: stays legible, and a huge image cannot hold the stage for minutes (measured: a
+    #: 6300×6300 page took 110 s at full size on 2 cores).
+    max_side_px = 2048
+
     def prepare(self, task: ModalityTask) -> np.ndarray:
-        return load_image_bgr(task.media, self.media_policy)
+        bgr = load_image_bgr(task.media, self.media_policy)
+        height, width = bgr.shape[:2]
+        scale = self.max_side_px / max(height, width)
+        if scale < 1.0:
+            size = (max(1, round(width * scale)), max(1, round(height * scale)))
+            bgr = cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
+        return bgr
 
     def recognize(self, bgr: np.ndarray) -> list[tuple[str, float, tuple[int, int, int, int]]]:
         """``(text, confidence, (x, y, w, h))`` per recognized line, top to bottom."""

@@ -65,3 +65,20 @@ def test_ocr_text_spans_point_into_the_transcript(phototest_partial):
         assert transcript[slice(*ev.span)] == ev.text
     assert set(phototest_partial.scores) == {"profanity"}
     assert phototest_partial.scores["profanity"] < DEFAULT_THRESHOLDS["profanity"].review
+
+
+def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
+    import base64 as b64
+    import io
+
+    from PIL import Image
+
+    from schemas.messages import MediaItem, ModalityTask
+
+    buf = io.BytesIO()
+    Image.new("RGB", (6000, 3000), "white").save(buf, format="PNG")
+    task = ModalityTask(
+        request_id="r", tenant_id="t", part="image:0", modality="image", lane="lo", created_at_ms=0,
+        deadline_ms=10**13, routed_at_ms=0, media=MediaItem(type="image", data_b64=b64.b64encode(buf.getvalue()).decode()),
+    )
+    assert ocr_stage.prepare(task).shape == (1024, 2048, 3)
