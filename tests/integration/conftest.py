@@ -5,15 +5,11 @@ from __future__ import annotations
 
 import socket
 from collections.abc import Iterator
-from pathlib import Path
-
 import pytest
 
 from workers.fleet import Fleet
 from workers.settings import Settings, load_settings
 
-#: ../shared/data beside the repository (never copied into the project).
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data"
 TENANT = "itest"
 
 
@@ -21,13 +17,6 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not DATA.is_dir():
-        pytest.skip(f"shared evaluation data not found at {DATA}")
-    return DATA
 
 
 @pytest.fixture(scope="session")

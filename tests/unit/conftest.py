@@ -1,17 +1,6 @@
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
-
-DATA_DIR = Path(__file__).resolve().parents[3] / "shared" / "data"
-
-
-@pytest.fixture(scope="session")
-def data_dir() -> Path:
-    if not DATA_DIR.is_dir():
-        pytest.skip(f"shared evaluation data not found at {DATA_DIR}")
-    return DATA_DIR
 
 
 @pytest.fixture(scope="session")
