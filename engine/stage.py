@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.clock import now_ms as wall_now_ms
+from engine.clock import past_deadline
 from engine.models import ModelStage, StageOutput
 from schemas.errors import AuditError, InferenceFailed
 from schemas.messages import Evidence, ModalityTask, PartialScore, Timings
@@ -66,7 +67,7 @@ def process_batch(
     failed: dict[int, AuditError] = {}
     expired: set[int] = set()
     for i, task in enumerate(tasks):
-        if formed_at >= task.deadline_ms:
+        if past_deadline(task.deadline_ms, formed_at):
             expired.add(i)
             continue
         try:
