@@ -129,6 +129,7 @@ class Manifest(_Strict):
     tenant_id: TenantId
     created_at_ms: EpochMs
     deadline_ms: EpochMs
+    lane: Lane | None = Field(default=None, description="lane the router put the tasks on (None: rejected request)")
     expected: list[str] = Field(default_factory=list)
     skipped: list[SkippedPart] = Field(default_factory=list)
     rejection: str | None = None
