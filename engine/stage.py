@@ -99,7 +99,7 @@ def process_batch(
         timings = Timings(
             queue_ms=float(max(0, formed_at - task.routed_at_ms)),
             inference_ms=round(inference_s * 1000.0, 3),
-            batch_size=len(tasks),
+            batch_size=len(tasks) - len(expired),  # the live batch: expired items take no slot
         )
         if i in expired:
             partials.append(_partial(stage, task, "expired", timings, produced_at))

@@ -163,7 +163,7 @@ class Timings(_Strict):
 
     queue_ms: float = Field(ge=0.0, description="routed_at → batch formed")
     inference_ms: float = Field(ge=0.0, description="whole batch's model time")
-    batch_size: int = Field(ge=0)
+    batch_size: int = Field(ge=0, description="live (not expired) items in the micro-batch")
 
 
 class PartialScore(_Strict):

@@ -12,15 +12,21 @@ from __future__ import annotations
 
 import base64
 import io
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
 from engine.clock import now_ms
 from schemas.messages import AuditRequest, MediaItem, Verdict
+from topics.catalog import LANES, lane_topic
 from workers.client import AuditClient, verdict_reader
+from workers.kafka import consumer_config
+from workers.settings import Settings
 
 from .conftest import TENANT, TENANT_CLOSED, TENANT_OPEN
 
@@ -37,6 +43,30 @@ def thumbnail_b64(path: Path, size: int = 96) -> str:
     buf = io.BytesIO()
     img.save(buf, format="PNG")
     return base64.b64encode(buf.getvalue()).decode()
+
+
+def lane_ends(settings: Settings, modality: str) -> dict[tuple[str, int], int]:
+    """Offset after the last record of every lane partition of ``modality``, read from the topics."""
+    c = Consumer(consumer_config(settings, group_id=f"rtaudit-ends-{uuid.uuid4().hex[:8]}"))
+    tps = [TopicPartition(lane_topic(modality, lane), p, OFFSET_BEGINNING) for lane in LANES for p in range(settings.partitions)]
+    c.assign(tps)
+    ends = {(tp.topic, tp.partition): 0 for tp in tps}
+    idle_until = time.monotonic() + 2.0
+    while time.monotonic() < idle_until:
+        for msg in c.consume(500, timeout=0.2):
+            if not msg.error():
+                ends[(msg.topic(), msg.partition())] = max(ends[(msg.topic(), msg.partition())], msg.offset() + 1)
+                idle_until = time.monotonic() + 1.0
+    c.close()
+    return ends
+
+
+def committed(settings: Settings, group: str, ends: dict[tuple[str, int], int]) -> dict[tuple[str, int], int]:
+    """The group's committed offsets (OffsetFetch only: this consumer never joins the group)."""
+    c = Consumer(consumer_config(settings, group_id=group))
+    got = c.committed([TopicPartition(t, p) for t, p in ends], timeout=10)
+    c.close()
+    return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in got}
 
 
 def test_high_lane_overtakes_a_low_lane_backlog(fleet, data_dir) -> None:  # type: ignore[no-untyped-def]
@@ -77,6 +107,16 @@ def test_high_lane_overtakes_a_low_lane_backlog(fleet, data_dir) -> None:  # typ
         f"only {sum(d > 0 for d in lo_after)} of {LO_BACKLOG} low-lane verdicts came after the last high-lane one "
         f"(ms after it: {lo_after})"
     )
+
+    # manual, in-order acks still commit: every lane record answered is committed by both
+    # groups reading the image lanes (Faust commits acked offsets every 0.5 s locally)
+    ends = lane_ends(settings, "image")
+    assert sum(ends.values()) >= LO_BACKLOG + HI_REQUESTS
+    for group in ("rtaudit-image", "rtaudit-ocr"):
+        deadline = time.monotonic() + 15
+        while (done := committed(settings, group, ends)) != ends and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert done == ends, f"{group} committed {done}, lane ends {ends}"
 
 
 @pytest.mark.parametrize(("tenant", "decision"), [(TENANT_OPEN, "allow"), (TENANT_CLOSED, "review")])
