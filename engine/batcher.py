@@ -43,6 +43,7 @@ Lanes
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -439,9 +440,9 @@ class Batcher(Generic[T]):
             return now, "size"
         oldest = min(q[0].enqueued_ms for q in self._lanes.values() if q)
         window_close = oldest + self.window_ms()
-        chosen = list(self._lanes["hi"])[:n_hi] + list(self._lanes["lo"])[:n_lo]
+        chosen = itertools.chain(itertools.islice(self._lanes["hi"], n_hi), itertools.islice(self._lanes["lo"], n_lo))
         earliest = min(p.deadline_ms for p in chosen)
-        deadline_close = earliest - self.cost.predict_s(len(chosen)) * 1000.0 - self.config.deadline_margin_ms
+        deadline_close = earliest - self.cost.predict_s(n_hi + n_lo) * 1000.0 - self.config.deadline_margin_ms
         if deadline_close < window_close:
             return deadline_close, "deadline"
         return window_close, "window"

@@ -196,7 +196,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         result = await loop.run_in_executor(executor, process_batch, model_stage, tasks)
         if batch.items:
             batcher.observe_duration(len(batch.items), time.perf_counter() - started)
-            metrics.BATCH_SIZE.labels(role).observe(result.inferred)
+            metrics.BATCH_SIZE.labels(role).observe(len(batch.items))
             metrics.INFERENCE_SECONDS.labels(role, model_stage.model.name).observe(result.inference_s)
         metrics.BATCH_CLOSES.labels(role, batch.reason).inc()
         lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
