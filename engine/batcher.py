@@ -350,8 +350,10 @@ class Batcher(Generic[T]):
     def set_lag(self, lane: LaneName, messages: int) -> None:
         """Consumer lag of ``lane`` outside this batcher (high watermark − position, summed
         over its partitions), messages; negative values are clamped to 0."""
-        self._external_lag[lane] = max(0, int(messages))
-        self._changed.set()
+        value = max(0, int(messages))
+        if value != self._external_lag[lane]:  # lag moves the window and size limit: re-check the close
+            self._external_lag[lane] = value
+            self._changed.set()
 
     def observe_duration(self, n: int, seconds: float) -> None:
         """Feed the cost model: a batch of ``n`` live items took ``seconds`` of model time."""
