@@ -130,14 +130,17 @@ class BatcherConfig:
 
     @property
     def size_floor(self) -> int:
+        """Size limit at zero lag."""
         return self.min_size if self.min_size is not None else self.max_size
 
     @property
     def window_ceiling_ms(self) -> float:
+        """Window at full lag pressure, ms."""
         return self.max_window_ms if self.max_window_ms is not None else self.window_ms
 
     @property
     def queue_limit(self) -> int:
+        """Most items held per lane (default: 8 batches)."""
         return self.max_queued if self.max_queued is not None else 8 * self.max_size
 
     @property
@@ -174,6 +177,7 @@ class CostModel:
 
     @property
     def points(self) -> int:
+        """Observations in the fit window."""
         return len(self._obs)
 
     @property
@@ -395,6 +399,7 @@ class Batcher(Generic[T]):
         return c.size_floor + round(self.pressure() * (c.max_size - c.size_floor))
 
     def stats(self) -> BatcherStats:
+        """Current gauge values (see :class:`BatcherStats`)."""
         a, b = self.cost.coefficients
         return BatcherStats(
             window_ms=self.window_ms(), size_limit=self.size_limit(), lag=self.lag,
