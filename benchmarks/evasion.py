@@ -4,7 +4,8 @@ Usage: ``python benchmarks/evasion.py [--n 300] [--seed 0] [--data ../shared/dat
 
 Offensive texts: ``n`` tweets of class 1 ("offensive language") from Davidson
 et al. 2017 (``text/davidson/labeled_data.csv``), drawn with ``seed``; benign
-texts: :mod:`engine.text.benign`. Scorer: alt-profanity-check
+texts: :mod:`engine.text.benign`; and, to check that normalization invents no
+flags, every class-2 ("neither") tweet scored raw and normalized. Scorer: alt-profanity-check
 (:class:`engine.models.profanity.ProfanityScorer`) at threshold 0.5.
 """
 
@@ -21,14 +22,17 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from engine.models.profanity import ProfanityScorer  # noqa: E402
-from engine.text.robustness import evasion_report, format_reports, normalized  # noqa: E402
+from engine.text.robustness import evasion_report, format_reports, newly_flagged, normalized  # noqa: E402
 
 
-def davidson_offensive(csv_path: Path, n: int, seed: int) -> list[str]:
-    """``n`` tweets of class 1 (offensive, not hate) drawn with ``seed``; raises FileNotFoundError."""
+def davidson(csv_path: Path, label: str, n: int | None = None, seed: int = 0) -> list[str]:
+    """Tweets of class ``label`` ("0" hate, "1" offensive, "2" neither), ``n`` of them drawn with ``seed``.
+
+    Raises FileNotFoundError when the CSV is missing.
+    """
     with csv_path.open(newline="", encoding="utf-8") as f:
-        texts = [row["tweet"] for row in csv.DictReader(f) if row["class"] == "1"]
-    return random.Random(seed).sample(texts, min(n, len(texts)))
+        texts = [row["tweet"] for row in csv.DictReader(f) if row["class"] == label]
+    return texts if n is None else random.Random(seed).sample(texts, min(n, len(texts)))
 
 
 def main() -> None:
@@ -38,7 +42,8 @@ def main() -> None:
     parser.add_argument("--threshold", type=float, default=0.5)
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     args = parser.parse_args()
-    offensive = davidson_offensive(args.data / "text" / "davidson" / "labeled_data.csv", args.n, args.seed)
+    csv_path = args.data / "text" / "davidson" / "labeled_data.csv"
+    offensive = davidson(csv_path, "1", args.n, args.seed)
     scorer = ProfanityScorer()
     t0 = time.perf_counter()
     reports = [
@@ -56,6 +61,12 @@ def main() -> None:
         print(f"{r.label}: benign flagged by category: {cats or 'none'}")
         for t in r.benign_flagged:
             print(f"  flagged: {t!r}")
+    neither = davidson(csv_path, "2")
+    raw_rate, norm_rate, new = newly_flagged(scorer.score_texts, neither, threshold=args.threshold)
+    print(f"Davidson class 2 ('neither', {len(neither)} tweets) flagged: raw {raw_rate:.4f}, "
+          f"normalized {norm_rate:.4f}; flagged only after normalization: {len(new)}")
+    for t in new:
+        print(f"  newly flagged: {t!r}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,9 @@ something):
     Unicode NFKC (UAX #15), applied per base character plus its combining marks,
     so a span survives expansion (``ﬁ`` → ``fi``) and composition
     (``e`` + U+0301 → ``é``). Folds fullwidth forms, mathematical alphanumerics
-    (``𝐟𝐮𝐜𝐤``), circled/squared letters, superscripts.
+    (``𝐟𝐮𝐜𝐤``), circled/squared letters, superscripts. Spacing forms of
+    combining marks (``ͺ``, ``´``), which NFKC would turn into a space and a
+    bare mark, are kept as they are.
 ``format_chars``
     Removes invisible characters: category Cf (zero-width space/joiners, word
     joiner, soft hyphen, BOM, bidi controls, tags), variation selectors,
@@ -40,23 +42,32 @@ something):
     (``ѕһіт``-style) in a text whose letters are mostly Latin. Ordinary
     Russian, Greek or Chinese text is left as it is.
 ``split_letters``
-    A run of at least three single letters (at least two of them ASCII letters)
-    with the same separator between each — spaces, or one punctuation mark with
-    optional spaces — becomes one word: ``f u c k``, ``f.u.c.k``, ``f - u - c - k``.
-    Two single letters (``a i``, ``e.g.``) are left alone.
+    A run of at least three single letters, digits or ``$@!`` (at least two of
+    them ASCII letters) becomes one word when the same run of spaces separates
+    each (``f u c k``; ``f u c k   y o u`` stays two words), or the same
+    punctuation mark with the same spaces around it (``f.u.c.k``,
+    ``f - u - c - k``), or punctuation marks without spaces (``f.u-c_k``).
+    ``e.g. x``, two single letters (``a i``, ``e.g.``) and letters glued to an
+    apostrophe (``I'm a b``) are left alone.
 ``leet``
     Leetspeak folding (``0→o 1→i 3→e 4→a 5→s 7→t 8→b 9→g``, ``$→s``, ``@→a``,
-    ``!→i``) inside a word-run that has letters. Digits fold only when the run
-    contains no other digit (``2``, ``6``), has at least half as many letters as
-    leet digits, and either digits and letters interleave (a digit between two
-    letters or a letter between two digits) or the run also has a leet symbol:
-    ``sh1t``, ``5h1t``, ``4r3``, ``57up!d``, ``n1gg3r`` fold; ``A55-1337``, ``mp3``,
-    ``win10``, ``5ft``, ``10am``, ``B52``, ``3.14`` stay (so do ``a55`` and
-    ``5hit``: a number glued to the front or back of a word is left alone). ``$`` folds in a run with letters (``$hit``, ``a$$``),
-    ``@`` too except at a run's start when nothing else in the run is leet
-    (``@user`` mentions stay; so does ``@ss``), ``!`` only alone between two
-    characters of the run (``sh!t``; ``hello!`` and ``wow!!`` stay). URLs and e-mail addresses are
-    exempt from ``split_letters`` and ``leet``.
+    ``!→i``) inside a word-run (letters, digits, ``$@!``) that has letters and no
+    other digit (``2``, ``6``). Digits fold when they interleave with letters or
+    the run also has a leet symbol and there are at least half as many letters
+    as digits (``sh1t``, ``5h1t``, ``4r3``, ``57up!d``); or when one or two
+    digits stand in front of, or one digit behind, at least as many letters
+    (at least two, with a vowel when behind) that are not a unit or ordinal
+    (``8itch``, ``81tch``, ``ho3``; but ``5ft``, ``10am``, ``1st``, ``30min``,
+    ``mp3``, ``win10`` stay). So ``A55``, ``a55``, ``h03``, ``B52``, ``3.14``,
+    ``1337`` stay. ``1`` always reads as ``i`` (``b1tch``; ``a55h0le`` → ``asshoie``).
+    ``$`` folds in a run with letters (``$hit``, ``a$$``), ``@`` too, except
+    that a run starting with ``@`` is a handle and left alone unless it has a
+    ``$`` or ``!`` (``@user``, ``@MLB``, ``@Royceda59`` stay, and so do ``@ss`` and
+    ``@55h0le``; ``@$$`` folds), ``!`` only alone
+    between two characters of the run (``sh!t``; ``hello!`` and ``wow!!``
+    stay). URLs, e-mail addresses and ID-like codes (segments joined by
+    ``-/_.:`` with a number of two or more digits: ``5H1T-4477-B``,
+    ``2023-CV-00451``) are exempt from ``split_letters`` and ``leet``.
 
 The model view is also lower-cased (``str.lower`` per character); that is not
 reported as a step. Plain ASCII text made of words of two or more letters,
@@ -121,6 +132,11 @@ _INVISIBLE = frozenset({0x034F, 0x115F, 0x1160, 0x3164, 0xFFA0})
 _BLANKS = frozenset({0x2800})  # Braille pattern blank: renders as a space
 _EMOJI_LETTERS = {"\u2b55": "o", "\u274c": "x"}  # ⭕ ❌
 _LEET_DIGITS = {"0": "o", "1": "i", "3": "e", "4": "a", "5": "s", "7": "t", "8": "b", "9": "g"}
+#: units and ordinals after a number ("10am", "5ft", "1st", "30min"): the digits stay digits
+_UNITS = frozenset(
+    "st nd rd th am pm s k m km kg g mg ml l cm mm ft in lb lbs oz mph kmh min mins sec secs "
+    "h hr hrs yr yrs d mb gb tb kb px p x".split()
+)
 
 
 def _is_invisible(ch: str) -> bool:
@@ -191,7 +207,9 @@ def _nfkc(text: str) -> list[_Piece]:
             j += 1
         cluster = text[i:j]
         folded = unicodedata.normalize("NFKC", cluster)
-        if folded == cluster:
+        if folded == cluster or (" " in folded and " " not in cluster):
+            # unchanged, or a spacing form of a combining mark (ͺ → " " + U+0345, ´ → " " + U+0301) that
+            # NFKC would split into a space and a bare mark: kept, for the confusables step to judge
             out.extend((c, i + k, i + k + 1) for k, c in enumerate(cluster))
         else:
             out.extend((c, i, j) for c in folded)
@@ -257,7 +275,7 @@ def _confusables(pieces: list[_Piece]) -> list[_Piece]:
     tokens = _tokens(pieces)
     latin_total = sum(1 for c, _, _ in pieces if _is_latin(c))
     unfoldable_total = sum(1 for c, _, _ in pieces if c.isalpha() and not _is_latin(c) and c not in folds)
-    latin_text = latin_total > unfoldable_total
+    latin_text = latin_total >= unfoldable_total
     for i, j in tokens:
         letters = [c for c, _, _ in pieces[i:j] if c.isalpha()]
         latin = sum(1 for c in letters if _is_latin(c))
@@ -284,8 +302,14 @@ _URL_OR_EMAIL = re.compile(
     r"(?:[a-z][a-z0-9+.\-]*://\S+|www\.\S+|[^\s@]+@[^\s@]+\.[a-z]{2,}\S*)", re.IGNORECASE
 )
 _UNIT = r"[a-z0-9$@!]"
+_SPACE_SEP = r"[^\S\n]+"
+_PUNCT = r"[.\-_*,|/~+:;·•]"
+# >= 3 single units with punctuation marks and no spaces between them, or with the same separator
+# between each (a run of spaces, so "f u c k   y o u" stays two words, or a mark with spaces)
 _SPLIT = re.compile(
-    rf"(?<![a-z0-9]){_UNIT}(?P<sep>[^\S\n]+|[^\S\n]*[.\-_*,|/~+:;·•][^\S\n]*){_UNIT}(?:(?P=sep){_UNIT})+(?![a-z0-9])"
+    rf"(?<![\w'’]){_UNIT}"
+    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}|(?P<sep>{_SPACE_SEP}|[^\S\n]*{_PUNCT}[^\S\n]*){_UNIT}(?:(?P=sep){_UNIT})+)"
+    rf"(?![\w'’])"
 )
 _RUN = re.compile(r"(?:[^\W_]|[$@!])+")
 _CODE = re.compile(r"[a-z0-9]+(?:[-/_.:][a-z0-9]+)+")
@@ -313,17 +337,35 @@ def _protected(s: str) -> list[bool]:
 def _split_letters(pieces: list[_Piece]) -> list[_Piece]:
     s = "".join(c for c, _, _ in pieces)
     mask = _protected(s)
-    drop = [False] * len(s)
+    keep = [True] * len(s)
     for m in _SPLIT.finditer(s):
         if any(mask[m.start() : m.end()]):
             continue
-        sep = len(m.group("sep"))
-        units = m.group()[:: sep + 1]
-        if sum(1 for u in units if "a" <= u <= "z") < 2:
+        units = [k for k in range(m.start(), m.end()) if re.match(_UNIT, s[k])]
+        if sum(1 for k in units if "a" <= s[k] <= "z") < 2:
             continue
+        unit_set = set(units)
         for k in range(m.start(), m.end()):
-            drop[k] = (k - m.start()) % (sep + 1) != 0
-    return [p for p, d in zip(pieces, drop) if not d]
+            keep[k] = k in unit_set
+    return [p for p, k in zip(pieces, keep) if k]
+
+
+def _fold_digits(run: str, letter_pos: list[int], digit_pos: list[int], symbols: bool) -> bool:
+    """Whether the leet digits of ``run`` (all of its digits) stand for letters."""
+    if not digit_pos:
+        return False
+    letters, digits = len(letter_pos), len(digit_pos)
+    if symbols or any(letter_pos[0] < k < letter_pos[-1] for k in digit_pos) or any(
+        digit_pos[0] < k < digit_pos[-1] for k in letter_pos
+    ):
+        return 2 * letters >= digits  # interleaved (sh1t, 5h1t, 4r3) or with leet symbols (57up!d)
+    # digits only in front of the letters (8itch, 81tch / 5ft, 10am) or behind them (ho3 / mp3, win10, a55)
+    word = run.strip("".join(_LEET_DIGITS))
+    if letters < 2 or letters < digits or word in _UNITS:
+        return False
+    if digit_pos[0] == 0:
+        return digits <= 2
+    return digits == 1 and any(c in "aeiouy" for c in word)
 
 
 def _leet_run(run: str) -> str:
@@ -336,16 +378,15 @@ def _leet_run(run: str) -> str:
         if c == "!" and 0 < k < len(run) - 1 and run[k - 1] != "!" and run[k + 1] != "!"
     ]
     symbols = "$" in run or "@" in run[1:] or bool(bangs)
-    interleaved = any(letter_pos[0] < k < letter_pos[-1] for k in digit_pos) or (
-        bool(digit_pos) and any(digit_pos[0] < k < digit_pos[-1] for k in letter_pos)
-    )
-    fold_digits = bool(digit_pos) and (interleaved or symbols) and 2 * len(letter_pos) >= len(digit_pos)
-    mention = run[0] == "@" and not (fold_digits or symbols)
+    mention = run[0] == "@" and not ("$" in run or bangs)
+    if mention:  # @user, @MLB, @Royceda59: a handle, left as it is
+        return run
+    fold_digits = _fold_digits(run, letter_pos, digit_pos, symbols)
     out = []
     for k, c in enumerate(run):
         if c in _LEET_DIGITS and fold_digits:
             c = _LEET_DIGITS[c]
-        elif c == "$" or (c == "@" and not (k == 0 and mention)):
+        elif c in "$@":
             c = "s" if c == "$" else "a"
         elif k in bangs:
             c = "i"

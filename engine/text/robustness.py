@@ -20,7 +20,7 @@ from engine.text.benign import BENIGN
 from engine.text.evasion import TECHNIQUES, evasion_variant
 from engine.text.normalize import normalize
 
-__all__ = ["EvasionReport", "ScoreFn", "evasion_report", "format_reports", "normalized"]
+__all__ = ["EvasionReport", "ScoreFn", "evasion_report", "format_reports", "newly_flagged", "normalized"]
 
 #: a batch scorer: ``n`` texts → ``float[n]`` probabilities of the offensive class
 ScoreFn = Callable[[list[str]], np.ndarray]
@@ -108,18 +108,29 @@ def evasion_report(
 
 
 def format_reports(reports: Sequence[EvasionReport]) -> str:
-    """A plain-text table: one row per clean/technique, recall and relative recall per report, then benign FP."""
-    names = list(reports[0].recall)
-    head = f"{'technique':<14}" + "".join(f" | {r.label[:22]:>22} recall  rel." for r in reports)
-    lines = [head, "-" * len(head)]
-    for name in names:
-        row = f"{name:<14}"
+    """A plain-text table: a row per clean/technique with each report's recall and recall relative to clean."""
+    cols = [f"{r.label} {what}" for r in reports for what in ("recall", "rel.")]
+    width = max(12, *(len(c) for c in cols))
+    lines = [f"{'technique':<14}" + "".join(f" {c:>{width}}" for c in cols)]
+    lines.append("-" * len(lines[0]))
+    for name in reports[0].recall:
+        cells = []
         for r in reports:
-            rel = "" if name == "clean" else f"{r.relative[name]:.2f}"
-            row += f" | {'':>22} {r.recall[name]:6.3f} {rel:>5}"
-        lines.append(row)
-    row = f"{'benign FP':<14}"
+            cells += [f"{r.recall[name]:.3f}", "" if name == "clean" else f"{r.relative[name]:.2f}"]
+        lines.append(f"{name:<14}" + "".join(f" {c:>{width}}" for c in cells))
+    cells = []
     for r in reports:
-        row += f" | {'':>22} {r.benign_fp_rate:6.3f} {'':>5}"
-    lines.append(row)
+        cells += [f"{r.benign_fp_rate:.3f}", ""]
+    lines.append(f"{'benign FP':<14}" + "".join(f" {c:>{width}}" for c in cells))
     return "\n".join(lines)
+
+
+def newly_flagged(score: ScoreFn, benign: Sequence[str], *, threshold: float = 0.5) -> tuple[float, float, list[str]]:
+    """Does normalization invent flags? Score ``benign`` raw and normalized.
+
+    Returns ``(raw_rate, normalized_rate, texts)``: the flag rates without and
+    with normalization, and the texts flagged only after normalization.
+    """
+    raw = np.asarray(score(list(benign))) >= threshold
+    norm = np.asarray(normalized(score)(list(benign))) >= threshold
+    return float(raw.mean()), float(norm.mean()), [t for t, r, n in zip(benign, raw, norm) if n and not r]
