@@ -12,9 +12,10 @@ something):
     Unicode NFKC (UAX #15), applied per base character plus its combining marks,
     so a span survives expansion (``ﬁ`` → ``fi``) and composition
     (``e`` + U+0301 → ``é``). Folds fullwidth forms, mathematical alphanumerics
-    (``𝐟𝐮𝐜𝐤``), circled/squared letters, superscripts. Spacing forms of
-    combining marks (``ͺ``, ``´``), which NFKC would turn into a space and a
-    bare mark, are kept as they are.
+    (``𝐟𝐮𝐜𝐤``), circled/squared letters, superscripts. Kept as they are:
+    spacing forms of combining marks (``ͺ``, ``´``), which NFKC would turn into
+    a space and a bare mark, and look-alikes of a Latin letter that NFKC would
+    turn into a letter that is not one (``ϲ`` → ``ς``).
 ``format_chars``
     Removes invisible characters: category Cf (zero-width space/joiners, word
     joiner, soft hyphen, BOM, bidi controls, tags), variation selectors,
@@ -39,8 +40,9 @@ something):
     (a) for Latin-script letters (``ı``, ``ɑ``), (b) inside a token that mixes
     Latin with other scripts and would be mostly Latin after folding
     (``shіt`` with Cyrillic ``і``), or (c) for a token made only of look-alikes
-    (``ѕһіт``-style) in a text whose letters are mostly Latin. Ordinary
-    Russian, Greek or Chinese text is left as it is.
+    (``ѕһі`` all Cyrillic) in a text that has Latin letters and no letter of
+    another script without a Latin look-alike. Ordinary Russian, Greek or
+    Chinese text is left as it is.
 ``split_letters``
     A run of at least three single letters, digits or ``$@!`` (at least two of
     them ASCII letters) becomes one word when the same run of spaces separates
@@ -59,18 +61,18 @@ something):
     with a vowel when behind) that are not a unit or ordinal (``8itch``,
     ``817ches``, ``ho3``; but ``5ft``, ``10am``, ``1st``, ``30min``, ``mp3``,
     ``win10`` stay). So ``A55``, ``a55``, ``h03``, ``B52``, ``3.14``,
-    ``1337`` stay. ``1`` always reads as ``i`` (``b1tch``; ``a55h0le`` → ``asshoie``).
+    ``1337`` stay. ``1`` always reads as ``i`` (``b1tch``; ``a55h01e`` → ``asshoie``).
     ``$`` folds in a run with letters (``$hit``, ``a$$``), ``@`` too, except
     that a run starting with ``@`` is a handle and left alone unless it has a
     ``$`` or ``!`` (``@user``, ``@MLB``, ``@Royceda59`` stay, and so do ``@ss`` and
-    ``@55h0le``; ``@$$`` folds), ``!`` only alone
+    ``@55h0le``; ``@$$hole`` folds), ``!`` only alone
     between two characters of the run (``sh!t``; ``hello!`` and ``wow!!``
     stay). URLs, e-mail addresses and ID-like codes (segments joined by
     ``-/_.:`` with a number of two or more digits: ``5H1T-4477-B``,
     ``2023-CV-00451``) are exempt from ``split_letters`` and ``leet``.
 
-The model view is also lower-cased (``str.lower`` per character); that is not
-reported as a step. Plain ASCII text made of words of two or more letters,
+The model view is also lower-cased (``str.lower``, between ``confusables`` and
+``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
 spaces and punctuation, without digits or ``$@!``, comes out as ``text.lower()``
 with identical offsets. ``normalize`` is idempotent on its own output
 (``normalize(n.text).text == n.text``) for the cases the property tests cover.
@@ -171,7 +173,7 @@ def confusable_letters() -> dict[str, str]:
 
     Built once from the ``confusable-homoglyphs`` package's copy of Unicode's
     ``confusables.txt``; only letters (category L*) confusable with exactly one
-    ASCII letter are kept, plus the NFKC forms of those letters. Shared with :mod:`engine.text.evasion`.
+    ASCII letter are kept. Shared with :mod:`engine.text.evasion`.
     """
     from confusable_homoglyphs import confusables
 
@@ -183,12 +185,6 @@ def confusable_letters() -> dict[str, str]:
         ascii_letters = sorted(t for t in targets if len(t) == 1 and t.isascii() and t.isalpha())
         if len(ascii_letters) == 1:
             folds[ch] = ascii_letters[0]
-    # NFKC runs first and can turn a listed look-alike into an unlisted one
-    # (GREEK LUNATE SIGMA SYMBOL ϲ → final sigma ς): the NFKC form inherits the fold.
-    for ch, letter in list(folds.items()):
-        nf = unicodedata.normalize("NFKC", ch)
-        if len(nf) == 1 and not nf.isascii() and nf.isalpha() and nf not in folds:
-            folds[nf] = letter
     return folds
 
 
@@ -215,6 +211,7 @@ def _map_chars(text: str, spans: _Spans, fn: Callable[[str], str]) -> tuple[str,
 def _nfkc(text: str) -> tuple[str, _Spans]:
     if unicodedata.is_normalized("NFKC", text):
         return text, [(i, i + 1) for i in range(len(text))]
+    folds = confusable_letters()
     chars: list[str] = []
     spans: _Spans = []
     i, n = 0, len(text)
@@ -224,9 +221,10 @@ def _nfkc(text: str) -> tuple[str, _Spans]:
             j += 1
         cluster = text[i:j]
         folded = unicodedata.normalize("NFKC", cluster)
-        if folded == cluster or (" " in folded and " " not in cluster):
-            # unchanged, or a spacing form of a combining mark (ͺ → " " + U+0345, ´ → " " + U+0301) that
-            # NFKC would split into a space and a bare mark: kept, for the confusables step to judge
+        if folded == cluster or (" " in folded and " " not in cluster) or (cluster in folds and not folded.isascii()):
+            # unchanged; or a spacing form of a combining mark (ͺ → " " + U+0345) that NFKC would split into a
+            # space and a bare mark; or a look-alike that NFKC would turn into a letter that is not one
+            # (GREEK LUNATE SIGMA ϲ, like c → final sigma ς): kept, for the confusables step to judge
             chars.extend(cluster)
             spans.extend((k, k + 1) for k in range(i, j))
         else:
@@ -274,7 +272,7 @@ def _confusables(text: str, spans: _Spans) -> tuple[str, _Spans]:
     folds = confusable_letters()
     latin_total = sum(1 for c in text if _is_latin(c))
     unfoldable_total = sum(1 for c in text if c.isalpha() and not _is_latin(c) and c not in folds)
-    latin_text = latin_total >= unfoldable_total
+    latin_text = latin_total > 0 and unfoldable_total == 0
     chars = list(text)
     for m in re.finditer(r"\S+", text):
         letters = [c for c in m.group() if c.isalpha()]

@@ -28,7 +28,7 @@ from engine.text.benign import BENIGN
         ("f u c k   y o u", "fuck   you", "split_letters"),
         ("sh\u0456t", "shit", "confusables"),  # Cyrillic і
         ("b\u037atch", "bitch", "confusables"),  # Greek ypogegrammeni ͺ, which NFKC would split
-        ("bi\u03f2h", "bich", "confusables"),  # Greek lunate sigma ϲ → NFKC ς → still folds
+        ("bi\u03f2h", "bich", "confusables"),  # Greek lunate sigma ϲ, which NFKC would make ς
         ("\u0455\u04bb\u0456\u0442 happens", "ѕһіт happens", None),  # т has no Latin look-alike: left alone
         ("\u0455\u04bb\u0456t happens", "shit happens", "confusables"),
         ("ｆｕｃｋ", "fuck", "nfkc"),
