@@ -45,9 +45,9 @@ something):
     Chinese text is left as it is.
 ``split_letters``
     A run of at least three single letters, digits or ``$@!`` (at least two of
-    them ASCII letters) becomes one word when the same run of spaces separates
-    each (``f u c k``; ``f u c k   y o u`` stays two words), or the same
-    punctuation mark with the same spaces around it (``f.u.c.k``,
+    them ASCII letters) becomes one word when the same one to three spaces
+    separate each (``f u c k``; ``f u c k   y o u`` stays two words), or the
+    same punctuation mark with the same spaces around it (``f.u.c.k``,
     ``f - u - c - k``), or punctuation marks without spaces (``f.u-c_k``).
     ``e.g. x``, two single letters (``a i``, ``e.g.``) and letters glued to an
     apostrophe (``I'm a b``) are left alone.
@@ -295,17 +295,14 @@ def _lowercase(text: str, spans: _Spans) -> tuple[str, _Spans]:
     return _map_chars(text, spans, str.lower)
 
 
-_URL_OR_EMAIL = re.compile(
-    r"(?:[a-z][a-z0-9+.\-]*://\S+|www\.\S+|[^\s@]+@[^\s@]+\.[a-z]{2,}\S*)", re.IGNORECASE
-)
 _UNIT = r"[a-z0-9$@!]"
-_SPACE_SEP = r"[^\S\n]+"
+_SPACE_SEP = r"[^\S\n]{1,3}"
 _PUNCT = r"[.\-_*,|/~+:;·•]"
 # >= 3 single units with punctuation marks and no spaces between them, or with the same separator
 # between each (a run of spaces, so "f u c k   y o u" stays two words, or a mark with spaces)
 _SPLIT = re.compile(
     rf"(?<![\w'’]){_UNIT}"
-    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}|(?P<sep>{_SPACE_SEP}|[^\S\n]*{_PUNCT}[^\S\n]*){_UNIT}(?:(?P=sep){_UNIT})+)"
+    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}|(?P<sep>{_SPACE_SEP}|[^\S\n]{{0,3}}{_PUNCT}[^\S\n]{{0,3}}){_UNIT}(?:(?P=sep){_UNIT})+)"
     rf"(?![\w'’])"
 )
 _RUN = re.compile(r"(?:[^\W_]|[$@!])+")
@@ -322,14 +319,38 @@ def _is_code(token: str) -> bool:
     return any(seg.isdigit() and len(seg) >= 2 for seg in re.split(r"[-/_.:]", core))
 
 
+def _protected_from(token: str) -> int | None:
+    """Where in ``token`` a URL or e-mail address starts, or ``None``. Linear in ``len(token)``."""
+    scheme = token.find("://")
+    if scheme > 0:
+        start = scheme
+        while start > 0 and (token[start - 1].isalnum() or token[start - 1] in "+.-"):
+            start -= 1
+        if start < scheme and token[start].isalpha():
+            return start
+    www = token.find("www.")
+    if www >= 0:
+        return www
+    at = token.find("@")
+    if at > 0 and token.count("@") == 1:
+        domain = token[at + 1 :].rstrip(".,;:!?)]}'\"")
+        tld = domain.rsplit(".", 1)
+        if len(tld) == 2 and tld[0] and len(tld[1]) >= 2 and tld[1].isalpha():
+            return 0
+    return None
+
+
 def _protected(s: str) -> list[bool]:
-    """Per character: inside a URL, an e-mail address or an ID-like code (no ``split_letters``, no ``leet``)."""
+    """Per character: inside a URL, an e-mail address or an ID-like code (no ``split_letters``, no ``leet``).
+
+    Token by token with string operations, so it stays linear on hostile input.
+    """
     mask = [False] * len(s)
-    for m in _URL_OR_EMAIL.finditer(s):
-        mask[m.start() : m.end()] = [True] * (m.end() - m.start())
     for m in re.finditer(r"\S+", s):
-        if _is_code(m.group()):
-            mask[m.start() : m.end()] = [True] * (m.end() - m.start())
+        token = m.group()
+        start = 0 if _is_code(token) else _protected_from(token)
+        if start is not None:
+            mask[m.start() + start : m.end()] = [True] * (m.end() - m.start() - start)
     return mask
 
 
@@ -372,10 +393,10 @@ def _leet_run(run: str) -> str:
     if not letter_pos or any(c.isdigit() and c not in _LEET_DIGITS for c in run):
         return run
     digit_pos = [k for k, c in enumerate(run) if c in _LEET_DIGITS]
-    bangs = [
+    bangs = {
         k for k, c in enumerate(run)
         if c == "!" and 0 < k < len(run) - 1 and run[k - 1] != "!" and run[k + 1] != "!"
-    ]
+    }
     symbols = "$" in run or "@" in run[1:] or bool(bangs)
     mention = run[0] == "@" and not ("$" in run or bangs)
     if mention:  # @user, @MLB, @Royceda59: a handle, left as it is
