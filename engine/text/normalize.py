@@ -45,10 +45,12 @@ something):
     Chinese text is left as it is.
 ``split_letters``
     A run of at least three single letters, digits or ``$@!`` (at least two of
-    them ASCII letters) becomes one word when the same one to three spaces
+    them ASCII letters) becomes one word when the same one or two spaces
     separate each (``f u c k``; ``f u c k   y o u`` stays two words), or the
     same punctuation mark with the same spaces around it (``f.u.c.k``,
     ``f - u - c - k``), or punctuation marks without spaces (``f.u-c_k``).
+    A spaced run stops short of a punctuation-split word (``u a b*i*t*c*h`` →
+    ``u a bitch``); an apostrophe may follow (``T h a t's`` → ``that's``).
     ``e.g. x``, two single letters (``a i``, ``e.g.``) and letters glued to an
     apostrophe (``I'm a b``) are left alone.
 ``leet``
@@ -296,14 +298,17 @@ def _lowercase(text: str, spans: _Spans) -> tuple[str, _Spans]:
 
 
 _UNIT = r"[a-z0-9$@!]"
-_SPACE_SEP = r"[^\S\n]{1,3}"
+_SPACE_SEP = r"[^\S\n]{1,2}"
 _PUNCT = r"[.\-_*,|/~+:;·•]"
-# >= 3 single units with punctuation marks and no spaces between them, or with the same separator
-# between each (a run of spaces, so "f u c k   y o u" stays two words, or a mark with spaces)
+# >= 3 single units: with punctuation marks and no spaces between them; or with the same
+# spaces (one or two) between each ("f u c k   y o u" stays two words), not running into a punctuation-split word
+# ("u a b*i*t*c*h"); or with the same mark and spaces. An apostrophe may follow ("t h a t's").
 _SPLIT = re.compile(
     rf"(?<![\w'’]){_UNIT}"
-    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}|(?P<sep>{_SPACE_SEP}|[^\S\n]{{0,3}}{_PUNCT}[^\S\n]{{0,3}}){_UNIT}(?:(?P=sep){_UNIT})+)"
-    rf"(?![\w'’])"
+    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}"
+    rf"|(?P<sep>{_SPACE_SEP}){_UNIT}(?:(?P=sep){_UNIT})+(?!{_PUNCT}{_UNIT}{_PUNCT}{_UNIT})"
+    rf"|(?P<psep>[^\S\n]{{0,3}}{_PUNCT}[^\S\n]{{0,3}}){_UNIT}(?:(?P=psep){_UNIT})+)"
+    rf"(?!\w)"
 )
 _RUN = re.compile(r"(?:[^\W_]|[$@!])+")
 _LEET_CHAR = re.compile(r"[0-9$@!]")

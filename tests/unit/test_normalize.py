@@ -26,6 +26,10 @@ from engine.text.benign import BENIGN
         ("f - u - c - k", "fuck", "split_letters"),
         ("s h 1 t", "shit", "split_letters"),
         ("f u c k   y o u", "fuck   you", "split_letters"),
+        ("T h a t's so f u n n y", "that's so funny", "split_letters"),
+        ("called u a b*i*t*c*h", "called u a bitch", "split_letters"),
+        ("s a d-l o o k i n g", "sad-looking", "split_letters"),
+        ("b-i-t-c-h-a.s.s", "bitchass", "split_letters"),
         ("sh\u0456t", "shit", "confusables"),  # Cyrillic і
         ("b\u037atch", "bitch", "confusables"),  # Greek ypogegrammeni ͺ, which NFKC would split
         ("bi\u03f2h", "bich", "confusables"),  # Greek lunate sigma ϲ, which NFKC would make ς
