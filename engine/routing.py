@@ -84,6 +84,6 @@ class Router:
             expected += [f"{stage}/{task.part}" for stage in self.stages.get(task.modality, ())]
         manifest = Manifest(
             request_id=req.request_id, tenant_id=req.tenant_id, created_at_ms=req.created_at_ms,
-            deadline_ms=deadline, expected=expected, skipped=skipped,
+            deadline_ms=deadline, lane=lane, expected=expected, skipped=skipped,
         )
         return RoutePlan(tasks, manifest)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from engine.clock import now_ms as wall_now_ms
+from engine.clock import past_deadline
 from engine.models import ModelStage, StageOutput
 from schemas.errors import AuditError, InferenceFailed
 from schemas.messages import Evidence, ModalityTask, PartialScore, Timings
@@ -66,7 +67,7 @@ def process_batch(
     failed: dict[int, AuditError] = {}
     expired: set[int] = set()
     for i, task in enumerate(tasks):
-        if formed_at >= task.deadline_ms:
+        if past_deadline(task.deadline_ms, formed_at):
             expired.add(i)
             continue
         try:
@@ -98,7 +99,7 @@ def process_batch(
         timings = Timings(
             queue_ms=float(max(0, formed_at - task.routed_at_ms)),
             inference_ms=round(inference_s * 1000.0, 3),
-            batch_size=len(tasks),
+            batch_size=len(tasks) - len(expired),  # the live batch: expired items take no slot
         )
         if i in expired:
             partials.append(_partial(stage, task, "expired", timings, produced_at))

@@ -129,6 +129,7 @@ class Manifest(_Strict):
     tenant_id: TenantId
     created_at_ms: EpochMs
     deadline_ms: EpochMs
+    lane: Lane | None = Field(default=None, description="lane the router put the tasks on (None: rejected request)")
     expected: list[str] = Field(default_factory=list)
     skipped: list[SkippedPart] = Field(default_factory=list)
     rejection: str | None = None
@@ -162,7 +163,7 @@ class Timings(_Strict):
 
     queue_ms: float = Field(ge=0.0, description="routed_at → batch formed")
     inference_ms: float = Field(ge=0.0, description="whole batch's model time")
-    batch_size: int = Field(ge=0)
+    batch_size: int = Field(ge=0, description="live (not expired) items in the micro-batch")
 
 
 class PartialScore(_Strict):

@@ -35,6 +35,7 @@ fusion = Fusion(settings.policies, grace_ms=settings.fusion_grace_ms, retention_
 scores_topic = raw_topic(app, SCORES)
 verdicts_topic = raw_topic(app, VERDICTS)
 dead_letters = DeadLetters(app, ROLE)
+known_tenants = set(settings.tenants)
 #: request_id → JSON of its FusionState; changelog topic ``rtaudit-fusion-pending-changelog``.
 pending = app.Table(FUSION_TABLE, default=None, key_type=bytes, value_type=bytes)
 #: ticks already published by this process (request_id → reason), so the timer sends each once.
@@ -61,6 +62,11 @@ async def fuse(stream):  # type: ignore[no-untyped-def]
             await fut  # the verdict is on the broker before the state says "decided"
             metrics.VERDICTS.labels(verdict.decision, str(verdict.complete).lower()).inc()
             metrics.END_TO_END_SECONDS.observe(max(0, verdict.latency_ms) / 1000.0)
+            if verdict.decided_at_ms > verdict.deadline_ms:
+                lane = new_state.manifest.lane if new_state is not None and new_state.manifest is not None else None
+                metrics.SLO_MISSES.labels(
+                    ROLE, metrics.tenant_label(verdict.tenant_id, known_tenants), lane or "unknown", "late_verdict"
+                ).inc()
         if new_state is None:
             if stored is not None:
                 del pending[key]

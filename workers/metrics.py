@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 from prometheus_client import Counter, Gauge, Histogram, start_http_server
 
 MESSAGES_CONSUMED = Counter(
@@ -33,8 +35,38 @@ FUSION_PENDING = Gauge(
     "rtaudit_fusion_pending_requests", "Requests in fusion's table still waiting for a verdict (this process)."
 )
 CONSUMER_LAG = Gauge(
-    "rtaudit_consumer_lag_messages", "High watermark minus committed offset, clamped at 0.", ["role", "topic", "partition"]
+    "rtaudit_consumer_lag_messages",
+    "High watermark seen while fetching minus the worker's position (next offset to process), clamped at 0.",
+    ["role", "topic", "partition"],
 )
+BATCH_WINDOW_SECONDS = Gauge(
+    "rtaudit_batch_window_seconds", "Micro-batch window in force (grows with consumer lag), seconds.", ["stage"]
+)
+BATCH_SIZE_LIMIT = Gauge(
+    "rtaudit_batch_size_limit", "Micro-batch size limit in force (grows with consumer lag), items.", ["stage"]
+)
+BATCH_LAST_SIZE = Gauge("rtaudit_batch_last_size", "Live items in the last micro-batch formed.", ["stage"])
+BATCHER_LAG = Gauge(
+    "rtaudit_batcher_lag_messages", "Lag the batcher adapts to: consumer lag plus items it holds, messages.", ["stage"]
+)
+BATCHER_QUEUED = Gauge("rtaudit_batcher_queued_items", "Items held by the batcher, per lane.", ["stage", "lane"])
+LO_LANE_PAUSED = Gauge(
+    "rtaudit_lo_lane_paused", "1 while the low lane's partitions are paused for the high lane, else 0.", ["stage"]
+)
+BATCH_CLOSES = Counter(
+    "rtaudit_batch_closes_total", "Micro-batches formed, per reason (size|window|deadline|expired).", ["stage", "reason"]
+)
+SLO_MISSES = Counter(
+    "rtaudit_slo_misses_total",
+    "Deadline misses: a part expired before inference (kind=expired, modality workers) or a verdict "
+    "was decided after its deadline (kind=late_verdict, fusion). Tenants outside the settings count as 'other'.",
+    ["role", "tenant", "lane", "kind"],
+)
+
+
+def tenant_label(tenant_id: str, known: Collection[str]) -> str:
+    """``tenant_id`` when the settings name it (a bounded set), else ``other``: keeps label cardinality low."""
+    return tenant_id if tenant_id in known else "other"
 
 
 def serve(port: int) -> None:

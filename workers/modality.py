@@ -1,9 +1,26 @@
-"""The one adapter every modality worker uses: lane topics → micro-batch → model stage → ``audit.scores``.
+"""The one adapter every modality worker uses: lane topics → two-lane micro-batcher → model stage → ``audit.scores``.
 
-Batches close on the max batch size for the stage or the time window from the
-first item (Faust ``take_events``); the model runs in a worker thread, off the
-event loop; the batch's events are acked only after all its partials (and DLQ
-records) were handed to the producer, which Faust flushes before committing.
+Flow (one process, one event loop):
+
+1. Two agents, one per lane topic (``audit.<modality>.hi`` and ``.lo``), read with
+   manual acks (``stream.noack()``), decode each record and put it in the
+   :class:`engine.batcher.Batcher` on its lane (a record that does not decode goes
+   to the DLQ). A full lane blocks only its own agent.
+2. One task takes batches (high lane first, low lane's share honoured, closing on
+   size, lag-adaptive window or deadline) and runs :func:`engine.stage.process_batch`
+   in the single inference thread, off the event loop. Items already past their
+   deadline come back from the batcher separately and get ``expired`` partials
+   from the same ``process_batch`` call, without inference.
+3. Each partial (and DLQ record) is handed to the producer, then its record is
+   marked done; :class:`workers.acks.InOrderAcks` acks records per partition in
+   offset order. Faust flushes the producer before it commits acked offsets, so
+   an offset is committed only after its output was produced (at-least-once).
+4. A 50 ms control timer sets ``rtaudit_consumer_lag_messages`` per partition
+   (high watermark seen while fetching minus the next offset to process, clamped
+   at 0; tansu's ListOffsets end offset is wrong, BROKER_NOTES), feeds the lag to
+   the batcher, pauses the low lane's partitions while the high lane lags (and
+   resumes them when it drains or the low lane's share needs items), and sets the
+   batcher gauges.
 """
 
 from __future__ import annotations
@@ -11,22 +28,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
 
 import faust
 
+from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
 from engine.models import ModelStage
 from engine.stage import process_batch
 from schemas.codec import decode, encode
 from schemas.errors import AuditError
 from schemas.messages import ModalityTask
-from topics.catalog import LANES, SCORES, lane_topic
+from topics.catalog import SCORES, lane_topic
 from workers import metrics
+from workers.acks import InOrderAcks
 from workers.app import DeadLetters, make_app, raw_topic
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
+#: seconds between lag readings / lane pause decisions.
+CONTROL_INTERVAL_S = 0.05
+#: seconds a fetched consumer position of a not-yet-seen partition is reused.
+POSITION_CACHE_S = 1.0
 
 
 class LazyStage:
@@ -46,50 +72,169 @@ class LazyStage:
             return self._stage
 
 
+@dataclass(eq=False)
+class Work:
+    """A decoded task and the Faust event (and stream, for the ack) it came from."""
+
+    event: Any
+    stream: Any
+    task: ModalityTask
+
+
+class LaneControl:
+    """Lag readings and low-lane pausing for one worker (Faust consumer side).
+
+    ``next_offset`` holds, per partition, the offset after the last record the
+    agents received: the worker's position. Lag = high watermark − position,
+    clamped at 0; before any record of a partition arrived, the consumer's own
+    fetch position is used.
+    """
+
+    def __init__(self, app: faust.App, role: str, lanes: dict[str, LaneName], batcher: Batcher[Work]) -> None:
+        self.app, self.role, self.lanes, self.batcher = app, role, lanes, batcher
+        self.next_offset: dict[Any, int] = {}
+        self.paused: set[Any] = set()
+        self._positions: dict[Any, tuple[int | None, float]] = {}
+
+    def seen(self, tp: Any, offset: int) -> None:
+        self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
+
+    async def _fetch_position(self, tp: Any) -> int | None:
+        """The consumer's position of a partition no record came from yet (a thread hop: cached)."""
+        cached = self._positions.get(tp)
+        now = time.monotonic()
+        if cached is None or now - cached[1] > POSITION_CACHE_S:
+            cached = self._positions[tp] = (await self.app.consumer.position(tp), now)
+        return cached[0]
+
+    async def tick(self) -> None:
+        consumer = self.app.consumer
+        assigned = {tp for tp in consumer.assignment() if tp.topic in self.lanes}
+        lag = {lane: 0 for lane in LANE_NAMES}
+        for tp in assigned:
+            highwater = consumer.highwater(tp)
+            if highwater is None:
+                continue
+            position = self.next_offset.get(tp)
+            if position is None:
+                position = await self._fetch_position(tp)
+                if position is None:
+                    continue
+            tp_lag = max(0, highwater - position)
+            lag[self.lanes[tp.topic]] += tp_lag
+            metrics.CONSUMER_LAG.labels(self.role, tp.topic, str(tp.partition)).set(tp_lag)
+        for lane in LANE_NAMES:
+            self.batcher.set_lag(lane, lag[lane])
+        self.paused &= assigned  # revoked partitions are no longer ours to resume
+        if not getattr(self.app, "rebalancing", False):
+            lo_tps = {tp for tp in assigned if self.lanes[tp.topic] == "lo"}
+            if self.batcher.update_lo_pause():
+                consumer.pause_partitions(lo_tps)  # every tick: Faust's own flow control may resume them
+                self.paused |= lo_tps
+            elif self.paused:
+                consumer.resume_partitions(self.paused)
+                self.paused = set()
+        stats = self.batcher.stats()
+        metrics.BATCH_WINDOW_SECONDS.labels(self.role).set(stats.window_ms / 1000.0)
+        metrics.BATCH_SIZE_LIMIT.labels(self.role).set(stats.size_limit)
+        metrics.BATCH_LAST_SIZE.labels(self.role).set(stats.last_batch_size)
+        metrics.BATCHER_LAG.labels(self.role).set(stats.lag)
+        metrics.BATCHER_QUEUED.labels(self.role, "hi").set(stats.queued_hi)
+        metrics.BATCHER_QUEUED.labels(self.role, "lo").set(stats.queued_lo)
+        metrics.LO_LANE_PAUSED.labels(self.role).set(int(bool(self.paused)))
+
+
 def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelStage]) -> faust.App:
     """Build the Faust app of a modality worker.
 
     Args:
-        role: ``text``, ``image`` or ``ocr``; the consumer group is ``rtaudit-<role>``.
+        role: ``text``, ``image`` or ``ocr``; the consumer group is ``rtaudit-<role>``; the
+            batcher limits are ``settings.batch.config(role)``.
         modality: which lane topics to consume (``audit.<modality>.hi`` and ``.lo``).
         factory: builds the model stage from settings (called once, in a thread).
     """
     app, settings = make_app(role)
-    lanes = raw_topic(app, *(lane_topic(modality, lane) for lane in LANES))
+    topic_names = {lane: lane_topic(modality, lane) for lane in LANE_NAMES}
+    lanes_by_topic: dict[str, LaneName] = {name: lane for lane, name in topic_names.items()}
     scores = raw_topic(app, SCORES)
     dead_letters = DeadLetters(app, role)
     stage = LazyStage(factory, settings)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
-    max_size = settings.batch.max_size.get(role, 8)
-    window_s = settings.batch.window_ms / 1000.0
+    batcher: Batcher[Work] = Batcher(settings.batch.config(role))
+    acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.event.message.tp)
+
+    async def finish(work: Work) -> None:
+        """``work``'s partial or DLQ record is with the producer: ack it and the records it unblocks."""
+        for ready in acks.done(work):
+            await ready.stream.ack(ready.event)
+    control = LaneControl(app, role, lanes_by_topic, batcher)
+    known_tenants = set(settings.tenants)
+
+    async def intake(stream: Any, lane: LaneName) -> None:
+        stream = stream.noack()
+        async for event in stream.events():
+            msg = event.message
+            metrics.MESSAGES_CONSUMED.labels(role, msg.topic).inc()
+            control.seen(msg.tp, msg.offset)
+            try:
+                task = decode(event.value or b"", ModalityTask)
+            except AuditError as exc:
+                work = Work(event, stream, None)  # type: ignore[arg-type]
+                acks.track(work)
+                await dead_letters.send(event, exc)
+                await finish(work)
+                continue
+            work = Work(event, stream, task)
+            acks.track(work)
+            await batcher.put(work, lane, task.deadline_ms)
+
+    async def run_batch(model_stage: ModelStage, batch: Batch[Work]) -> None:
+        loop = asyncio.get_running_loop()
+        works = [p.payload for p in batch.items + batch.expired]
+        tasks = [w.task for w in works]
+        started = time.perf_counter()
+        result = await loop.run_in_executor(executor, process_batch, model_stage, tasks)
+        if batch.items:
+            batcher.observe_duration(len(batch.items), time.perf_counter() - started)
+            metrics.BATCH_SIZE.labels(role).observe(result.inferred)
+            metrics.INFERENCE_SECONDS.labels(role, model_stage.model.name).observe(result.inference_s)
+        metrics.BATCH_CLOSES.labels(role, batch.reason).inc()
+        lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
+        failures = dict(result.failures)
+        for i, (work, partial) in enumerate(zip(works, result.partials)):
+            await scores.send(key=partial.request_id.encode(), value=encode(partial))
+            metrics.PARTIALS.labels(role, partial.status).inc()
+            if partial.status == "expired":
+                tenant = metrics.tenant_label(partial.tenant_id, known_tenants)
+                metrics.SLO_MISSES.labels(role, tenant, lane_of[id(work)], "expired").inc()
+            if i in failures:
+                error = failures[i]
+                error.request_id = error.request_id or work.task.request_id
+                await dead_letters.send(work.event, error)
+            await finish(work)
 
     @app.task
-    async def warm_up() -> None:
-        await asyncio.get_running_loop().run_in_executor(executor, stage.get)
+    async def run_batches() -> None:
+        model_stage = await asyncio.get_running_loop().run_in_executor(executor, stage.get)
+        try:
+            while True:
+                await run_batch(model_stage, await batcher.next_batch())
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # a dead batch loop would stall the worker silently: crash it
+            log.exception("%s batch loop failed; crashing the worker (unacked records are replayed)", role)
+            await app.crash(exc)
 
-    @app.agent(lanes)
-    async def infer(stream):  # type: ignore[no-untyped-def]
-        loop = asyncio.get_running_loop()
-        async for events in stream.take_events(max_size, within=window_s):
-            tasks, task_events = [], []
-            for event in events:
-                metrics.MESSAGES_CONSUMED.labels(role, event.message.topic).inc()
-                try:
-                    tasks.append(decode(event.value or b"", ModalityTask))
-                    task_events.append(event)
-                except AuditError as exc:
-                    await dead_letters.send(event, exc)
-            if not tasks:
-                continue
-            model_stage = await loop.run_in_executor(executor, stage.get)
-            result = await loop.run_in_executor(executor, process_batch, model_stage, tasks)
-            metrics.BATCH_SIZE.labels(role).observe(len(tasks))
-            metrics.INFERENCE_SECONDS.labels(role, model_stage.model.name).observe(result.inference_s)
-            for partial in result.partials:
-                await scores.send(key=partial.request_id.encode(), value=encode(partial))
-                metrics.PARTIALS.labels(role, partial.status).inc()
-            for i, error in result.failures:
-                error.request_id = error.request_id or tasks[i].request_id
-                await dead_letters.send(task_events[i], error)
+    @app.agent(raw_topic(app, topic_names["hi"]))
+    async def intake_hi(stream):  # type: ignore[no-untyped-def]
+        await intake(stream, "hi")
+
+    @app.agent(raw_topic(app, topic_names["lo"]))
+    async def intake_lo(stream):  # type: ignore[no-untyped-def]
+        await intake(stream, "lo")
+
+    @app.timer(interval=CONTROL_INTERVAL_S)
+    async def lane_control() -> None:
+        await control.tick()
 
     return app

@@ -11,6 +11,10 @@ from workers.fleet import Fleet
 from workers.settings import Settings, load_settings
 
 TENANT = "itest"
+TENANT_OPEN = "itest-open"
+TENANT_CLOSED = "itest-closed"
+#: fusion waits this long past a deadline for in-flight partials (ms).
+FUSION_GRACE_MS = 5000
 
 
 def free_port() -> int:
@@ -22,7 +26,9 @@ def free_port() -> int:
 @pytest.fixture(scope="session")
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Settings]]:
     """The whole fleet, started once for the session. Tenant ``itest`` has a 300 s SLO so
-    a CPU-bound OCR queue never expires requests here (expiry has its own unit tests)."""
+    a CPU-bound OCR queue never expires requests it does not mean to; ``itest-open``
+    (fail-open) and ``itest-closed`` (fail-closed) are for the expiry tests, and the
+    fusion grace is long enough that an ``expired`` partial always beats the deadline tick."""
     root = tmp_path_factory.mktemp("fleet")
     config = root / "rtaudit.toml"
     config.write_text(
@@ -30,9 +36,19 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Set
 embedded_port = {free_port()}
 state_dir = "{root / 'state'}"
 
+fusion_grace_ms = {FUSION_GRACE_MS}
+
 [tenants.{TENANT}]
 version = "itest-1"
 slo_ms = 300000
+on_incomplete = "review"
+
+[tenants.{TENANT_OPEN}]
+version = "itest-open-1"
+on_incomplete = "allow"
+
+[tenants.{TENANT_CLOSED}]
+version = "itest-closed-1"
 on_incomplete = "review"
 """
     )

@@ -151,6 +151,12 @@ def test_timings_report_batch_size_and_queue_time():
     assert all(p.timings.inference_ms >= 0.0 for p in result.partials)
 
 
+def test_expired_items_do_not_count_in_the_batch_size():
+    result = process_batch(FakeTextStage(), batch("a", "b", "c", expired=("b",)), now_ms=FakeClock())
+    assert statuses(result) == ["ok", "expired", "ok"]
+    assert [p.timings.batch_size for p in result.partials] == [2, 2, 2]
+
+
 def test_real_text_stage_scores_and_locates_profanity(text_stage):
     texts = ["have a nice day", "you are a fucking idiot", "¡Olé! 😀 — shut up, you fucking idiot"]
     result = process_batch(text_stage, batch(*texts), now_ms=FakeClock())

@@ -1,0 +1,481 @@
+"""Micro-batcher with two priority lanes, a lag-adaptive window and deadline-aware closing.
+
+Pure asyncio, no Kafka: the worker puts decoded items in (with their lane and
+deadline) and takes batches out. Time comes from an injected clock (epoch ms),
+so tests drive it explicitly.
+
+When a batch closes
+    A batch closes at whichever comes first (reason in :attr:`Batch.reason`):
+
+    * ``size``: the selected items reach the size limit (see *lag* below);
+    * ``window``: the window has passed since the oldest queued item arrived;
+    * ``deadline``: ``earliest deadline in the batch − expected duration of the
+      batch − deadline_margin_ms`` has come, so that the batch is answered in time.
+      The expected duration comes from :class:`CostModel` (``a·n + b``, fitted
+      online from observed batches of this model).
+
+    Items already past their deadline are not inferred: they are swept out of the
+    queue (without taking a slot) into :attr:`Batch.expired`, and the caller emits
+    ``expired`` partials for them (:func:`engine.stage.process_batch` does, given
+    the tasks). When only expired items are due, a batch with no live items is
+    returned at once, so fusion hears about them without waiting for a window.
+
+Lag adaptation (window and size grow with consumer lag)
+    ``lag`` = consumer lag reported by the worker (broker high watermark minus
+    position, summed over this batcher's partitions) + items queued here.
+    ``pressure = clamp((lag − lag_low) / (lag_high − lag_low), 0, 1)``;
+    ``window = window_ms + pressure·(max_window_ms − window_ms)``;
+    ``size limit = min_size + round(pressure·(max_size − min_size))``.
+    Near-zero lag: short window and small batches (latency); lag at or above
+    ``lag_high``: the longest window and full batches (throughput).
+
+Lanes
+    ``hi`` is served first. When both lanes have more queued than one batch holds,
+    the low lane is owed ``lo_share`` of the slots: each such batch gives it
+    ``floor(lo_share·size + credit)`` slots, the fractional rest carrying over as
+    credit (deficit round robin), so over k contended batches of size s the low lane
+    gets at least ``floor(k·s·lo_share)`` items, whatever s is (even s = 1).
+    Within a lane, items leave in arrival order. :meth:`Batcher.update_lo_pause`
+    tells the worker when to pause fetching the low lane (high lane lagging and
+    enough low-lane items held here to honour the share) and when to resume.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Generic, Literal, TypeVar
+
+import numpy as np
+
+from engine.clock import now_ms as wall_now_ms
+from engine.clock import past_deadline
+
+T = TypeVar("T")
+LaneName = Literal["hi", "lo"]
+LANE_NAMES: tuple[LaneName, LaneName] = ("hi", "lo")
+CloseReason = Literal["size", "window", "deadline", "expired"]
+
+
+class BatcherFull(RuntimeError):
+    """:meth:`Batcher.put_nowait` on a lane already holding ``max_queued`` items."""
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    """Limits of one batcher (one model stage). Times in ms, lags and sizes in messages.
+
+    Attributes:
+        max_size: most live items in a batch (the model's max batch size), >= 1.
+        min_size: size limit at zero lag (default: ``max_size``, i.e. no cap below the max).
+        window_ms: window from the oldest queued item at zero lag (default 15 ms).
+        max_window_ms: window at lag >= ``lag_high`` (default: ``window_ms``, i.e. fixed).
+        lag_low: lag at or below which the window and size limit are at their minimum.
+        lag_high: lag at or above which they are at their maximum (> ``lag_low``).
+        lo_share: fraction of slots owed to the low lane when both lanes are backlogged, in [0, 1].
+        deadline_margin_ms: safety margin before the earliest deadline, on top of the expected duration.
+        max_queued: most items held per lane; :meth:`Batcher.put` waits for room beyond it.
+        pause_hi_lag: pause the low lane while the high lane's lag is above this...
+        resume_hi_lag: ...and resume it once the high lane's lag is at or below this.
+        fit_points: observed batches kept for the cost fit (a sliding window).
+        min_fit_points: observations needed before the fit is used.
+        prior_a_s: expected seconds per item before the fit is usable.
+        prior_b_s: expected fixed seconds per batch before the fit is usable.
+    """
+
+    max_size: int
+    min_size: int | None = None
+    window_ms: float = 15.0
+    max_window_ms: float | None = None
+    lag_low: int = 0
+    lag_high: int = 256
+    lo_share: float = 0.2
+    deadline_margin_ms: float = 2.0
+    max_queued: int | None = None
+    pause_hi_lag: int = 0
+    resume_hi_lag: int = 0
+    fit_points: int = 64
+    min_fit_points: int = 4
+    prior_a_s: float = 0.0
+    prior_b_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        def bad(what: str) -> ValueError:
+            return ValueError(f"BatcherConfig: {what} (got {self!r})")
+
+        if self.max_size < 1:
+            raise bad("max_size must be >= 1")
+        if self.min_size is not None and not 1 <= self.min_size <= self.max_size:
+            raise bad("min_size must be in [1, max_size]")
+        if not self.window_ms > 0:
+            raise bad("window_ms must be > 0")
+        if self.max_window_ms is not None and self.max_window_ms < self.window_ms:
+            raise bad("max_window_ms must be >= window_ms")
+        if not 0 <= self.lag_low < self.lag_high:
+            raise bad("need 0 <= lag_low < lag_high")
+        if not 0.0 <= self.lo_share <= 1.0:
+            raise bad("lo_share must be in [0, 1]")
+        if self.max_queued is not None and self.max_queued < self.max_size:
+            raise bad("max_queued must be >= max_size")
+        if not 0 <= self.resume_hi_lag <= self.pause_hi_lag:
+            raise bad("need 0 <= resume_hi_lag <= pause_hi_lag")
+        if self.min_fit_points < 2 or self.fit_points < self.min_fit_points:
+            raise bad("need 2 <= min_fit_points <= fit_points")
+        if self.prior_a_s < 0 or self.prior_b_s < 0 or self.deadline_margin_ms < 0:
+            raise bad("priors and margin must be >= 0")
+
+    @property
+    def size_floor(self) -> int:
+        return self.min_size if self.min_size is not None else self.max_size
+
+    @property
+    def window_ceiling_ms(self) -> float:
+        return self.max_window_ms if self.max_window_ms is not None else self.window_ms
+
+    @property
+    def queue_limit(self) -> int:
+        return self.max_queued if self.max_queued is not None else 8 * self.max_size
+
+    @property
+    def lo_reserve(self) -> int:
+        """Low-lane items to hold here before pausing the low lane: the share of two full batches."""
+        return max(1, math.ceil(2 * self.lo_share * self.max_size)) if self.lo_share > 0 else 0
+
+
+class CostModel:
+    """Expected batch duration ``d(n) = a·n + b`` seconds, fitted online.
+
+    Fit: least squares of ``seconds ≈ a·n + b`` over the last ``fit_points``
+    observations, constrained to ``a >= 0, b >= 0`` (a two-variable non-negative
+    least squares solved by its active sets: the unconstrained fit if it is
+    feasible, else the better of ``b = 0`` (``a = Σn·s / Σn²``) and ``a = 0``
+    (``b = mean s``)). Before ``min_fit_points`` observations with at least two
+    distinct sizes, the prior ``(prior_a_s, prior_b_s)`` is used, or, once some
+    observations exist but all of one size ``n0``, the proportional guess
+    ``a = mean s / n0, b = 0`` (it over-estimates small batches, which only closes
+    deadline batches earlier). Non-finite or negative observations are ignored.
+    """
+
+    def __init__(self, fit_points: int = 64, min_fit_points: int = 4, prior_a_s: float = 0.0, prior_b_s: float = 0.0) -> None:
+        self._obs: deque[tuple[int, float]] = deque(maxlen=fit_points)
+        self._min_points = min_fit_points
+        self._prior = (prior_a_s, prior_b_s)
+        self._coef: tuple[float, float] | None = None
+
+    def observe(self, n: int, seconds: float) -> None:
+        """Record that a batch of ``n`` items took ``seconds`` of model time."""
+        if n >= 1 and math.isfinite(seconds) and seconds >= 0:
+            self._obs.append((n, float(seconds)))
+            self._coef = None
+
+    @property
+    def points(self) -> int:
+        return len(self._obs)
+
+    @property
+    def coefficients(self) -> tuple[float, float]:
+        """``(a, b)`` in seconds per item and seconds per batch, both >= 0."""
+        if self._coef is None:
+            self._coef = self._fit()
+        return self._coef
+
+    def predict_s(self, n: int) -> float:
+        """Expected seconds for a batch of ``n`` items."""
+        a, b = self.coefficients
+        return a * n + b if n > 0 else 0.0
+
+    def _fit(self) -> tuple[float, float]:
+        if not self._obs:
+            return self._prior
+        ns = np.fromiter((o[0] for o in self._obs), dtype=np.float64)
+        ss = np.fromiter((o[1] for o in self._obs), dtype=np.float64)
+        if len(self._obs) < self._min_points or np.unique(ns).size < 2:
+            if len(self._obs) < self._min_points and self._prior != (0.0, 0.0):
+                return self._prior
+            return float(ss.mean() / ns.mean()), 0.0
+        design = np.stack([ns, np.ones_like(ns)], axis=1)
+        (a, b), *_ = np.linalg.lstsq(design, ss, rcond=None)
+        if np.isfinite(a) and np.isfinite(b) and a >= 0 and b >= 0:
+            return float(a), float(b)
+        a0 = float(ns @ ss / (ns @ ns))  # b = 0
+        b0 = float(ss.mean())  # a = 0
+        r_a = float(np.sum((ss - a0 * ns) ** 2))
+        r_b = float(np.sum((ss - b0) ** 2))
+        return (max(a0, 0.0), 0.0) if r_a <= r_b else (0.0, max(b0, 0.0))
+
+
+@dataclass(eq=False)
+class Pending(Generic[T]):
+    """One queued item: the caller's ``payload``, its lane, deadline and arrival (epoch ms)."""
+
+    payload: T
+    lane: LaneName
+    deadline_ms: float
+    enqueued_ms: float
+
+
+@dataclass(frozen=True)
+class Batch(Generic[T]):
+    """What :meth:`Batcher.next_batch` returns.
+
+    Attributes:
+        items: live items to infer, high lane first, each lane in arrival order (may be empty
+            when only expired items were due).
+        expired: items past their deadline at ``formed_ms``; not to be inferred.
+        formed_ms: when the batch formed (epoch ms).
+        reason: why it closed: ``size``, ``window``, ``deadline`` or ``expired``.
+        window_ms: the window in force. size_limit: the size limit in force.
+        lag: the lag (messages) the window and size limit were computed from.
+    """
+
+    items: list[Pending[T]]
+    expired: list[Pending[T]]
+    formed_ms: float
+    reason: CloseReason
+    window_ms: float
+    size_limit: int
+    lag: int
+
+    @property
+    def lanes(self) -> dict[str, int]:
+        """Live items per lane."""
+        return {lane: sum(1 for p in self.items if p.lane == lane) for lane in LANE_NAMES}
+
+
+@dataclass(frozen=True)
+class BatcherStats:
+    """Gauge values: current window (ms), size limit, lag (messages), queue per lane,
+    the last batch's live size, and the cost fit ``a`` (s/item), ``b`` (s/batch)."""
+
+    window_ms: float
+    size_limit: int
+    lag: int
+    queued_hi: int
+    queued_lo: int
+    last_batch_size: int
+    lo_paused: bool
+    cost_a_s: float
+    cost_b_s: float
+
+
+def split_slots(hi: int, lo: int, capacity: int, lo_share: float, credit: float) -> tuple[int, int, float]:
+    """How many high- and low-lane items the next batch takes. Pure.
+
+    Args:
+        hi, lo: live items queued per lane. capacity: the size limit (>= 1).
+        lo_share: share owed to the low lane under contention. credit: carried fraction, in [0, 1).
+
+    Returns:
+        ``(n_hi, n_lo, new_credit)``: high lane first; when both lanes cannot fit
+        (``hi + lo > capacity``) and the high lane would crowd the low one out, the
+        low lane gets ``floor(lo_share·capacity + credit)`` slots and the fraction
+        carries. Without contention the credit resets to 0.
+    """
+    if hi + lo <= capacity or lo == 0 or hi == 0:
+        n_hi = min(hi, capacity)
+        return n_hi, min(lo, capacity - n_hi), 0.0
+    owed = lo_share * capacity + credit
+    quota = min(capacity, math.floor(owed + 1e-9))
+    n_lo = min(lo, quota)
+    n_hi = min(hi, capacity - n_lo)
+    n_lo = min(lo, capacity - n_hi)  # the high lane may not need all the rest
+    new_credit = owed - quota if n_lo >= quota else 0.0
+    return n_hi, n_lo, min(max(new_credit, 0.0), 1.0 - 1e-9)
+
+
+Clock = Callable[[], float]
+Waiter = Callable[[asyncio.Event, float], Awaitable[None]]
+
+
+async def wait_event(event: asyncio.Event, timeout_s: float) -> None:
+    """Wait for ``event`` at most ``timeout_s`` seconds (the default waiter)."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout=max(timeout_s, 0.0))
+    except TimeoutError:
+        pass
+
+
+class Batcher(Generic[T]):
+    """Two-lane micro-batcher for one model stage; see the module docstring for the rules.
+
+    One consumer calls :meth:`next_batch` in a loop and, after running a batch,
+    :meth:`observe_duration`; producers call :meth:`put` / :meth:`put_nowait`.
+
+    Args:
+        config: limits and policy.
+        clock: epoch ms now (default :func:`engine.clock.now_ms`); tests pass a fake.
+        waiter: ``await waiter(event, timeout_s)`` returns when ``event`` is set or the timeout
+            passed (default :func:`wait_event`); tests pass one that advances their fake clock.
+    """
+
+    def __init__(self, config: BatcherConfig, *, clock: Clock = wall_now_ms, waiter: Waiter = wait_event) -> None:
+        self.config = config
+        self.cost = CostModel(config.fit_points, config.min_fit_points, config.prior_a_s, config.prior_b_s)
+        self._clock = clock
+        self._waiter = waiter
+        self._lanes: dict[str, deque[Pending[T]]] = {lane: deque() for lane in LANE_NAMES}
+        self._external_lag: dict[str, int] = {lane: 0 for lane in LANE_NAMES}
+        self._credit = 0.0
+        self._changed = asyncio.Event()
+        self._room = asyncio.Event()
+        self._last_size = 0
+        self._lo_paused = False
+        self._closed = False
+
+    # -- input ------------------------------------------------------------------------
+    def put_nowait(self, payload: T, lane: LaneName, deadline_ms: float) -> Pending[T]:
+        """Queue ``payload`` on ``lane``. Raises :class:`BatcherFull` when that lane holds
+        ``max_queued`` items, ``ValueError`` for an unknown lane."""
+        if lane not in self._lanes:
+            raise ValueError(f"unknown lane {lane!r}; expected one of {LANE_NAMES}")
+        queue = self._lanes[lane]
+        if len(queue) >= self.config.queue_limit:
+            raise BatcherFull(f"lane {lane} holds {len(queue)} items (max_queued={self.config.queue_limit})")
+        item = Pending(payload, lane, float(deadline_ms), float(self._clock()))
+        queue.append(item)
+        self._changed.set()
+        return item
+
+    async def put(self, payload: T, lane: LaneName, deadline_ms: float) -> Pending[T]:
+        """Queue ``payload``, waiting while ``lane`` is full (back-pressure on that lane only)."""
+        while len(self._lanes.get(lane, ())) >= self.config.queue_limit and not self._closed:
+            self._room.clear()
+            await self._room.wait()
+        return self.put_nowait(payload, lane, deadline_ms)
+
+    def set_lag(self, lane: LaneName, messages: int) -> None:
+        """Consumer lag of ``lane`` outside this batcher (high watermark − position, summed
+        over its partitions), messages; negative values are clamped to 0."""
+        self._external_lag[lane] = max(0, int(messages))
+        self._changed.set()
+
+    def observe_duration(self, n: int, seconds: float) -> None:
+        """Feed the cost model: a batch of ``n`` live items took ``seconds`` of model time."""
+        self.cost.observe(n, seconds)
+
+    def close(self) -> None:
+        """Stop: wakes waiting callers; :meth:`next_batch` raises ``EOFError`` once nothing is due."""
+        self._closed = True
+        self._changed.set()
+        self._room.set()
+
+    # -- state ------------------------------------------------------------------------
+    def queued(self, lane: LaneName | None = None) -> int:
+        """Items held (one lane, or both)."""
+        return sum(len(q) for name, q in self._lanes.items() if lane is None or name == lane)
+
+    def lane_lag(self, lane: LaneName) -> int:
+        """Lag of one lane: external lag + items held here."""
+        return self._external_lag[lane] + len(self._lanes[lane])
+
+    @property
+    def lag(self) -> int:
+        """Total lag, messages: both lanes' external lag + items held here."""
+        return sum(self.lane_lag(lane) for lane in LANE_NAMES)
+
+    def pressure(self) -> float:
+        """``clamp((lag − lag_low) / (lag_high − lag_low), 0, 1)``."""
+        c = self.config
+        return min(1.0, max(0.0, (self.lag - c.lag_low) / (c.lag_high - c.lag_low)))
+
+    def window_ms(self) -> float:
+        """The window in force, ms."""
+        c = self.config
+        return c.window_ms + self.pressure() * (c.window_ceiling_ms - c.window_ms)
+
+    def size_limit(self) -> int:
+        """The size limit in force, items."""
+        c = self.config
+        return c.size_floor + round(self.pressure() * (c.max_size - c.size_floor))
+
+    def stats(self) -> BatcherStats:
+        a, b = self.cost.coefficients
+        return BatcherStats(
+            window_ms=self.window_ms(), size_limit=self.size_limit(), lag=self.lag,
+            queued_hi=self.queued("hi"), queued_lo=self.queued("lo"), last_batch_size=self._last_size,
+            lo_paused=self._lo_paused, cost_a_s=a, cost_b_s=b,
+        )
+
+    def update_lo_pause(self) -> bool:
+        """Whether the worker should keep the low lane's partitions paused now (with hysteresis).
+
+        Pause when the high lane's lag exceeds ``pause_hi_lag`` and at least
+        ``lo_reserve`` low-lane items are held here (enough for the share of two
+        batches); resume when the high lane's lag falls to ``resume_hi_lag`` or the
+        held low-lane items fall below the reserve (so the share can be served).
+        """
+        c = self.config
+        hi_lag, held_lo = self.lane_lag("hi"), len(self._lanes["lo"])
+        if self._lo_paused:
+            self._lo_paused = hi_lag > c.resume_hi_lag and held_lo >= c.lo_reserve
+        else:
+            self._lo_paused = hi_lag > c.pause_hi_lag and held_lo >= c.lo_reserve
+        return self._lo_paused
+
+    # -- output -----------------------------------------------------------------------
+    def _sweep_expired(self, now: float) -> list[Pending[T]]:
+        expired: list[Pending[T]] = []
+        for lane, queue in self._lanes.items():
+            if any(past_deadline(p.deadline_ms, now) for p in queue):
+                keep = deque(p for p in queue if not past_deadline(p.deadline_ms, now))
+                expired += [p for p in queue if past_deadline(p.deadline_ms, now)]
+                self._lanes[lane] = keep
+        return expired
+
+    def _candidates(self, size: int) -> tuple[int, int, float]:
+        return split_slots(len(self._lanes["hi"]), len(self._lanes["lo"]), size, self.config.lo_share, self._credit)
+
+    def close_at_ms(self, now: float | None = None) -> tuple[float, CloseReason] | None:
+        """When the live batch would close if nothing else arrived, and why; ``None`` when empty."""
+        if not self.queued():
+            return None
+        now = self._clock() if now is None else now
+        size = self.size_limit()
+        n_hi, n_lo, _ = self._candidates(size)
+        if n_hi + n_lo >= size:
+            return now, "size"
+        oldest = min(q[0].enqueued_ms for q in self._lanes.values() if q)
+        window_close = oldest + self.window_ms()
+        chosen = list(self._lanes["hi"])[:n_hi] + list(self._lanes["lo"])[:n_lo]
+        earliest = min(p.deadline_ms for p in chosen)
+        deadline_close = earliest - self.cost.predict_s(len(chosen)) * 1000.0 - self.config.deadline_margin_ms
+        if deadline_close < window_close:
+            return deadline_close, "deadline"
+        return window_close, "window"
+
+    def poll(self) -> Batch[T] | None:
+        """Form a batch if one is due now (expired items always are); else ``None``. Never waits."""
+        now = float(self._clock())
+        expired = self._sweep_expired(now)
+        due = self.close_at_ms(now)
+        window, size, lag = self.window_ms(), self.size_limit(), self.lag
+        if due is None or due[0] > now:
+            if expired:
+                self._wake_putters()
+                return Batch([], expired, now, "expired", window, size, lag)
+            return None
+        n_hi, n_lo, self._credit = self._candidates(size)
+        items = [self._lanes["hi"].popleft() for _ in range(n_hi)] + [self._lanes["lo"].popleft() for _ in range(n_lo)]
+        self._last_size = len(items)
+        self._wake_putters()
+        return Batch(items, expired, now, due[1], window, size, lag)
+
+    def _wake_putters(self) -> None:
+        self._room.set()
+
+    async def next_batch(self) -> Batch[T]:
+        """Wait for the next batch (see the module docstring for when one closes).
+        Raises ``EOFError`` once :meth:`close` was called and nothing is left."""
+        while True:
+            batch = self.poll()
+            if batch is not None:
+                return batch
+            if self._closed:
+                raise EOFError("batcher closed")
+            due = self.close_at_ms()
+            timeout_s = 3600.0 if due is None else max(0.0, (due[0] - self._clock()) / 1000.0)
+            self._changed.clear()
+            await self._waiter(self._changed, timeout_s)

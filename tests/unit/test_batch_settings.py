@@ -1,0 +1,55 @@
+"""Batching profiles and their overrides, as every worker reads them at start-up."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from workers.settings import PROFILES, Settings, SettingsError, load_settings
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_default_is_balanced_with_the_15_ms_window():
+    s = Settings()
+    assert s.batch.profile == "balanced"
+    text = s.batch.config("text")
+    assert (text.window_ms, text.max_size, text.lo_share) == (15.0, 64, 0.2)
+    # lags are in batches of the stage's max size
+    assert (text.lag_high, s.batch.config("ocr").lag_high) == (4 * 64, 4 * 2)
+
+
+@pytest.mark.parametrize("name", sorted(PROFILES))
+def test_every_profile_gives_a_valid_config_per_stage(name):
+    s = Settings(batch={"profile": name})
+    for stage in ("text", "image", "ocr"):
+        c = s.batch.config(stage)
+        assert c.max_size == PROFILES[name].max_size[stage]
+        assert 1 <= c.size_floor <= c.max_size and c.window_ms <= c.window_ceiling_ms
+
+
+def test_profile_from_env_and_explicit_overrides_win(monkeypatch):
+    monkeypatch.setenv("RTAUDIT_BATCH__PROFILE", "latency")
+    monkeypatch.setenv("RTAUDIT_BATCH__WINDOW_MS", "5")
+    monkeypatch.setenv("RTAUDIT_BATCH__MAX_SIZE", '{"text": 32}')
+    s = load_settings(REPO / "rtaudit.toml")  # the file says "balanced": the environment wins
+    text, image = s.batch.config("text"), s.batch.config("image")
+    assert (text.window_ms, text.max_size) == (5.0, 32)
+    assert image.max_size == PROFILES["latency"].max_size["image"]  # per-stage override keeps the others
+    assert text.lo_share == PROFILES["latency"].lo_share
+
+
+def test_override_below_the_profile_minimum_drags_it_down():
+    c = Settings(batch={"profile": "throughput", "max_size": {"text": 8}}).batch.config("text")
+    assert (c.max_size, c.min_size) == (8, 8)
+
+
+def test_bad_values_are_named(monkeypatch, tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[batch]\nprofile = "fastest"\n')
+    with pytest.raises(SettingsError, match="fastest"):
+        load_settings(bad)
+    bad.write_text("[batch]\nmax_size = { text = 0 }\n")
+    with pytest.raises(SettingsError, match="max_size must be >= 1"):
+        load_settings(bad)
