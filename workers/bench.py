@@ -32,7 +32,7 @@ import socket
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from confluent_kafka import Producer
@@ -51,11 +51,11 @@ from workers.bench_stats import (
 from workers.demo import PHOTOS, RENDERED, demo_texts, render_text_image, skimage_file
 from workers.fleet import Fleet
 from workers.kafka import producer_config
-from workers.settings import Settings
+from workers.settings import PROFILES, Settings
 
 STAGES = ("text", "image", "ocr")
 TENANT = "bench"
-#: environment variable that selects a named batching profile in a worker process.
+#: environment variable that selects a named batching profile in a worker process (``BatchSettings.profile``).
 PROFILE_ENV = "RTAUDIT_BATCH__PROFILE"
 
 
@@ -94,6 +94,8 @@ class BenchOptions:
     mixed_image_share: float = 0.05
     slo_ms: dict[str, float] = field(default_factory=dict)
     plans: dict[str, StagePlan] = field(default_factory=dict)
+    #: seconds of the limit measurement per batch size (default: 1-3 s by stage, half with ``quick``).
+    limit_s: float | None = None
 
     def plan(self, target: str) -> StagePlan:
         base = self.plans.get(target) or (QUICK_PLANS if self.quick else FULL_PLANS)[target]
@@ -255,7 +257,8 @@ class Rig:
             bootstrap_servers=None, kafka_profile="local", embedded_port=free_port(), metrics_port=0,
         ))
         self.fleet = Fleet(self.settings, config=config, roles=(), log_dir=log_dir, env={
-            "RTAUDIT_METRICS_PORT": "0", "RTAUDIT_KAFKA_PROFILE": "local", **(env or {}),
+            "RTAUDIT_METRICS_PORT": "0", "RTAUDIT_KAFKA_PROFILE": "local",
+            "RTAUDIT_STATE_DIR": str(log_dir.parent / "state"), **(env or {}),
         })
         self.run_id = uuid.uuid4().hex[:6]
         self._naive: tuple[mp.process.BaseProcess, object] | None = None
@@ -440,6 +443,8 @@ class TargetResult:
     at_70: StepResult | None = None
     lanes: list[StepResult] = field(default_factory=list)
     profile: str | None = None
+    #: the worker's max batch size (from its batching profile).
+    max_batch: int | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -481,13 +486,28 @@ def host_info() -> dict[str, object]:
 
 
 def settings_info(settings: Settings) -> dict[str, object]:
-    """The batching settings the workers run with (and the profile, when one is selected)."""
+    """The batching the workers run with: the profile, its effective values, each stage's limits."""
     return {
-        "batch": settings.batch.model_dump(mode="json"),
+        "profile": settings.batch.profile,
+        "overrides": settings.batch.model_dump(mode="json", exclude={"profile"}, exclude_none=True, exclude_defaults=True),
+        "effective": settings.batch.effective().model_dump(mode="json"),
+        "stages": {s: settings.batch.config(s).max_size for s in STAGES},
         "partitions": settings.partitions,
         "kafka_profile": "local",
-        "profile_env": os.environ.get(PROFILE_ENV),
     }
+
+
+def profile_summary(name: str) -> str:
+    """``window 2-8 ms, max text 16 / image 4 / ocr 1, lo share 0.1`` for a named profile."""
+    p = PROFILES[name]
+    sizes = " / ".join(f"{k} {v}" for k, v in p.max_size.items())
+    return f"window {p.window_ms:g}-{p.max_window_ms:g} ms, max {sizes}, lo share {p.lo_share:g}"
+
+
+def largest_batch(settings: Settings, stage: str) -> int:
+    """The largest max batch size of ``stage`` in the settings or any named profile: the
+    limit is swept up to it, so it shows what every profile could reach."""
+    return max([settings.batch.config(stage).max_size, *(p.max_size.get(stage, 1) for p in PROFILES.values())])
 
 
 def mixed_reference(limits: dict[str, Limit], image_share: float) -> float:
@@ -513,11 +533,10 @@ class Bench:
 
     def limit(self, stage: str) -> Limit:
         if stage not in self.limits:
-            seconds = {"text": 1.0, "image": 2.0, "ocr": 3.0}[stage] * (0.5 if self.opts.quick else 1.0)
+            seconds = self.opts.limit_s or {"text": 1.0, "image": 2.0, "ocr": 3.0}[stage] * (0.5 if self.opts.quick else 1.0)
             self.say(f"limit: {stage} stage on in-memory batches (no Kafka)…")
             model_stage = load_stage(stage, self.settings)
-            max_size = self.settings.batch.max_size.get(stage, 8)
-            self.limits[stage] = measure_limit(model_stage, self.corpus.for_stage(stage), max_size, seconds)
+            self.limits[stage] = measure_limit(model_stage, self.corpus.for_stage(stage), largest_batch(self.settings, stage), seconds)
         return self.limits[stage]
 
     def task_stream(self, stage: str, topic: str, lane: str, label: str, slo_ms: float) -> Callable[[float], Stream]:
@@ -535,7 +554,12 @@ class Bench:
             for stage in self.opts.stages:
                 run.targets.append(self.stage(stage))
             for profile in self.opts.profiles:
-                run.targets.append(self.profile(profile))
+                text = next((t for t in run.targets if t.name == "text"), None)
+                if text is not None and profile == self.settings.batch.profile:
+                    # the text stage already ran under this profile: reuse it
+                    run.targets.append(replace(text, name=f"text [{profile}]", profile=profile, naive=[], lanes=[]))
+                else:
+                    run.targets.append(self.profile(profile))
             if self.opts.mixed:
                 run.targets.append(self.mixed())
         finally:
@@ -545,7 +569,7 @@ class Bench:
     def stage(self, stage: str) -> TargetResult:
         plan = self.opts.plan(stage)
         limit = self.limit(stage)
-        res = TargetResult(stage, plan.slo_ms, limit=limit)
+        res = TargetResult(stage, plan.slo_ms, limit=limit, max_batch=self.settings.batch.config(stage).max_size)
         modality = modality_of(stage)
         lo = self.task_stream(stage, lane_topic(modality, "lo"), "lo", f"{stage} worker", plan.slo_ms)
         with self.rig() as rig:
@@ -591,7 +615,7 @@ class Bench:
         """The text stage's steps under a named batching profile (worker started with it)."""
         plan = self.opts.plan("text")
         limit = self.limit("text")
-        res = TargetResult(f"text [{profile}]", plan.slo_ms, limit=limit, profile=profile)
+        res = TargetResult(f"text [{profile}]", plan.slo_ms, limit=limit, profile=profile, max_batch=PROFILES[profile].max_size["text"])
         lo = self.task_stream("text", lane_topic("text", "lo"), "lo", f"text [{profile}]", plan.slo_ms)
         with self.rig({PROFILE_ENV: profile}) as rig:
             self.say(f"profile {profile}: text worker on a private broker…")
@@ -633,14 +657,10 @@ class Bench:
 
 
 def _relabel(step: StepResult, target: str) -> StepResult:
-    from dataclasses import replace
-
     return replace(step, target=target)
 
 
-def available_profiles() -> tuple[str, ...]:
-    """Named batching profiles the settings define (none before the batcher lands)."""
-    import workers.settings as ws
 
-    names = getattr(ws, "BATCH_PROFILES", None) or getattr(ws, "PROFILES", None) or {}
-    return tuple(names)
+def available_profiles() -> tuple[str, ...]:
+    """The named batching profiles (``workers.settings.PROFILES``)."""
+    return tuple(PROFILES)

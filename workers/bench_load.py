@@ -187,7 +187,8 @@ class ArrivalReader:
                         else:
                             rec = decode_scores_record(msg.value())
                             if isinstance(rec, PartialScore):
-                                e.batch_sizes.setdefault(rec.stage, rec.timings.batch_size)
+                                if rec.status == "ok":  # an expired item reports the live batch it skipped
+                                    e.batch_sizes.setdefault(rec.stage, rec.timings.batch_size)
                                 if e.measure == "partial":
                                     self._answered(e, now, rec.status)
                     except AuditError:

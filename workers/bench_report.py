@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from workers.bench import BenchRun, TargetResult
+from workers.bench import BenchRun, TargetResult, profile_summary
 from workers.bench_stats import Ratio, StepResult, find_knee, format_hist, peak_throughput, safe_ratio, throughput_within_p99
 
 #: the issue's targets.
@@ -28,7 +28,9 @@ def ratios(t: TargetResult) -> list[Ratio]:
         out.append(Ratio(
             t.name, "knee throughput / limit", safe_ratio(knee.achieved_per_s if knee else None, t.limit.best_per_s),
             KNEE_VS_LIMIT, "at_least",
-            f"{_rate(knee.achieved_per_s) if knee else '-'} vs {_rate(t.limit.best_per_s)}/s (batch {t.limit.best_size})",
+            f"{_rate(knee.achieved_per_s) if knee else '-'}/s vs {_rate(t.limit.best_per_s)}/s at batch {t.limit.best_size}"
+            + (f" ({_rate(t.limit.per_size[t.max_batch])}/s at the worker's max batch {t.max_batch})"
+               if t.max_batch in t.limit.per_size and t.max_batch != t.limit.best_size else ""),
         ))
     if t.naive:
         nk = find_knee(t.naive, t.slo_ms)
@@ -70,7 +72,8 @@ def header_table(run: BenchRun) -> Table:
               f"load average at start {h['load_avg_at_start']}")
     t.add_row("software", f"Python {h['python']}; " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()))  # type: ignore[union-attr]
     t.add_row("broker", str(h["broker"]))
-    t.add_row("batching", f"{s['batch']}; profile: {s['profile_env'] or 'settings default'}; partitions {s['partitions']}")
+    t.add_row("batching", f"profile {s['profile']} ({profile_summary(str(s['profile']))}); overrides {s['overrides'] or 'none'}; "
+              f"max batch per stage {s['stages']}; {s['partitions']} partitions per topic")
     models = sorted({tr.limit.model for tr in run.targets if tr.limit is not None})
     t.add_row("models", "; ".join(models) or "-")
     t.add_row("latency", "end-to-end from each item's scheduled send time (open loop) to the answer's arrival: "
@@ -129,13 +132,13 @@ def profile_table(run: BenchRun) -> Table | None:
     rows = [tr for tr in run.targets if tr.profile is not None]
     if not rows:
         return None
-    t = Table("profile", "knee items/s", "P99 at knee ms", "P99 at 70% ms", "peak items/s", "knee / limit",
+    t = Table("profile", "settings", "knee items/s", "P99 at knee ms", "P99 at 70% ms", "peak items/s", "knee / limit",
               title="batching profiles (text stage): pick a point on the curve")
     for tr in rows:
         knee = find_knee(tr.worker, tr.slo_ms)
         ratio = safe_ratio(knee.achieved_per_s if knee else None, tr.limit.best_per_s if tr.limit else None)
         t.add_row(
-            tr.profile or "", _rate(knee.achieved_per_s) if knee else "-", _ms(knee.p99_ms) if knee else "-",
+            tr.profile or "", profile_summary(tr.profile or ""), _rate(knee.achieved_per_s) if knee else "-", _ms(knee.p99_ms) if knee else "-",
             _ms(tr.at_70.p99_ms) if tr.at_70 else "-", _rate(peak_throughput(tr.worker)),
             f"{ratio:.2f}" if ratio is not None else "-",
         )
