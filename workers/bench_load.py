@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import importlib
 import logging
+import signal
+import sys
 import threading
 import time
 import uuid
@@ -201,20 +203,20 @@ class ArrivalReader:
         self._consumer.close()
 
 
-def naive_consume(settings: Settings, role: str, topic: str, ready: threading.Event, stop: threading.Event) -> None:
+def naive_consume(settings: Settings, role: str, topic: str, stop: threading.Event) -> None:
     """The naive consumer the issue compares against (what a user would write first):
     one record at a time — poll, decode, run the model stage on that one item, produce
     its partial, flush the producer, commit that record's offset synchronously.
 
-    Runs in its own process (``multiprocessing`` spawn), with its own consumer group,
-    on ``topic``; uses the same stage factory and :func:`engine.stage.process_batch` as
-    the worker, so only the batching and the commit policy differ. Undecodable
-    records are skipped (and committed); this is a reference, not a worker.
+    Uses the same stage factory and :func:`engine.stage.process_batch` as the worker,
+    so only the batching and the commit policy differ; its own consumer group, on
+    ``topic``. Undecodable records are skipped (and committed): a reference, not a worker.
+    Runs until ``stop`` is set.
     """
     stage = load_stage(role, settings)
     consumer = Consumer(consumer_config(settings, group_id=f"rtaudit-naive-{uuid.uuid4().hex[:8]}"))
     producer = Producer(producer_config(settings))
-    consumer.subscribe([topic], on_assign=lambda c, parts: ready.set())
+    consumer.subscribe([topic])
     try:
         while not stop.is_set():
             msg = consumer.poll(0.1)
@@ -233,3 +235,28 @@ def naive_consume(settings: Settings, role: str, topic: str, ready: threading.Ev
     finally:
         consumer.close()
 
+
+def naive_command(role: str, topic: str) -> list[str]:
+    """The command line of a naive consumer process (settings come from its environment)."""
+    return [sys.executable, "-m", "workers.bench_load", role, topic]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """``python -m workers.bench_load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
+    import argparse
+
+    from workers.settings import load_settings
+
+    parser = argparse.ArgumentParser(description="rtaudit bench's naive one-message-at-a-time consumer")
+    parser.add_argument("role", choices=("text", "image", "ocr"))
+    parser.add_argument("topic")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: stop.set())
+    naive_consume(load_settings(), args.role, args.topic, stop)
+
+
+if __name__ == "__main__":
+    main()

@@ -166,6 +166,7 @@ def write_json(run: BenchRun, path: Path) -> Path:
 
     path.parent.mkdir(parents=True, exist_ok=True)
     payload = {"host": run.host, "settings": run.settings, "started_at": run.started_at, "wall_s": run.wall_s,
+               "interrupted": run.interrupted,
                "targets": [target(t) for t in run.targets]}
     path.write_text(json.dumps(payload, indent=1, default=str))
     return path
@@ -211,7 +212,8 @@ def plot(run: BenchRun, path: Path) -> Path:
              title="P99 latency (horizontal lines: SLO)")
     for ax in (ax_t, ax_l):
         ax.grid(True, which="both", alpha=0.3)
-    ax_t.legend(fontsize=7, loc="upper left")
+    if ax_t.get_legend_handles_labels()[0]:
+        ax_t.legend(fontsize=7, loc="upper left")
     h = run.host
     fig.suptitle(f"rtaudit bench — {h['usable_cores']} cores ({h['cpu']}), load at start {h['load_avg_at_start']}", fontsize=9)
     fig.tight_layout()

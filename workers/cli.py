@@ -319,7 +319,11 @@ def bench(
         console.print(f"  {step.target:28} offered {step.offered_per_s:9.2f}/s  achieved {step.achieved_per_s:9.2f}/s  "
                       f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}")
 
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the workers and the broker are stopped
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
     run = b.Bench(opts, s, on_step, lambda msg: console.print(msg)).run()
+    if run.interrupted:
+        console.print("[yellow]interrupted: results of the targets finished before[/yellow]")
     for table in tables(run):
         console.print(table)
     console.print(f"wrote {write_json(run, out / 'bench.json')} and {plot(run, out / 'bench.png')} "
