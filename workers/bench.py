@@ -55,6 +55,8 @@ from workers.settings import PROFILES, Settings
 
 STAGES = ("text", "image", "ocr")
 TENANT = "bench"
+#: steps added (each ×1.3) when the last planned step still keeps up.
+EXTRA_STEPS, EXTRA_STEP_FACTOR = 4, 1.3
 #: environment variable that selects a named batching profile in a worker process (``BatchSettings.profile``).
 PROFILE_ENV = "RTAUDIT_BATCH__PROFILE"
 
@@ -394,7 +396,8 @@ def run_series(
     opts: BenchOptions, budget: Budget, tag: str, on_step: Callable[[StepResult], None], reserve_s: float = 0.0,
 ) -> list[StepResult]:
     """Step through ``rates`` (ascending) until ``opts.stop_after`` consecutive steps fail to
-    keep up. When even the first step fails, step down (a third each time, twice at most)
+    keep up; if the last one still keeps up, go on ×1.3 per step (4 more at most).
+    When even the first step fails, step down (a third each time, twice at most)
     to find one that keeps up. Then bisect ``opts.refine`` times between the knee and the
     first step past it. No step starts unless it ends within the budget, and after the
     first two, ``reserve_s`` before its end (time kept for what follows)."""
@@ -411,13 +414,18 @@ def run_series(
         return result
 
     failed_in_a_row = 0
-    for n, rate in enumerate(rates):
-        result = step(rate, str(n))
+    planned = list(rates)
+    n = 0
+    while n < len(planned):
+        result = step(planned[n], str(n))
         if result is None:
             break
         failed_in_a_row = 0 if result.keeps_up(plan.slo_ms) else failed_in_a_row + 1
         if failed_in_a_row >= opts.stop_after:
             break
+        if n == len(planned) - 1 and failed_in_a_row == 0 and len(planned) < len(rates) + EXTRA_STEPS:
+            planned.append(planned[-1] * EXTRA_STEP_FACTOR)  # still keeping up: go beyond capacity
+        n += 1
     for n in range(2):
         if not steps or find_knee(steps, plan.slo_ms) is not None:
             break

@@ -183,3 +183,57 @@ def test_departure_rate_ignores_the_edges() -> None:
     arrivals = [i * 0.02 for i in range(99)] + [1.98 + 2.0]
     assert departure_rate(arrivals) == pytest.approx(50.0)
     assert departure_rate([1.0]) == 0.0 and departure_rate([1.0, 1.5]) == pytest.approx(2.0)
+
+
+# ------------------------------------------------------------ the stepping policy (no broker: a modelled system)
+
+
+class _Reader:
+    def settle(self, timeout_s: float) -> bool:
+        return True
+
+
+class _Rig:
+    reader = _Reader()
+
+
+def _series(monkeypatch: pytest.MonkeyPatch, capacity: float, rates: list[float], stop_after: int = 2, refine: int = 2) -> list[float]:
+    """Run ``run_series`` against a system that serves ``capacity`` items/s (P99 explodes past it);
+    returns the offered rates in the order they were stepped."""
+    import workers.bench as bench
+
+    order: list[float] = []
+
+    def fake_step(rig, streams, duration_s, max_items, tag):  # type: ignore[no-untyped-def]
+        rate = streams[0].rate
+        order.append(rate)
+        ok = rate <= capacity
+        return [step(rate, rate if ok else capacity, 50.0 if ok else 5000.0)]
+
+    monkeypatch.setattr(bench, "run_step", fake_step)
+    plan = bench.StagePlan(slo_ms=1000, step_s=1.0, fractions=(), naive_fractions=())
+    opts = bench.BenchOptions(stop_after=stop_after, refine=refine)
+    steps = bench.run_series(
+        _Rig(), lambda r: bench.Stream("t", "topic", r, lambda i, rid: lambda due: b"", 1000),  # type: ignore[arg-type]
+        rates, plan, opts, bench.Budget(3600), "t", lambda s: None,
+    )
+    assert [s.offered_per_s for s in steps] == sorted(order)  # returned in offered order
+    return order
+
+
+def test_series_stops_after_consecutive_failures_then_bisects(monkeypatch: pytest.MonkeyPatch) -> None:
+    order = _series(monkeypatch, capacity=250, rates=[100, 200, 300, 400, 500, 600])
+    assert order[:4] == [100, 200, 300, 400]  # two failures in a row: stop
+    assert order[4] == pytest.approx(math.sqrt(200 * 300))  # bisect between the knee and the first failure
+    assert order[5] == pytest.approx(math.sqrt(order[4] * 300))
+    assert len(order) == 6
+
+
+def test_series_steps_down_when_even_the_first_step_fails(monkeypatch: pytest.MonkeyPatch) -> None:
+    order = _series(monkeypatch, capacity=20, rates=[100, 200], refine=0)
+    assert order == [100, 200, pytest.approx(100 / 3), pytest.approx(100 / 9)]
+
+
+def test_series_goes_beyond_the_plan_while_it_keeps_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    order = _series(monkeypatch, capacity=150, rates=[50, 100], stop_after=1, refine=0)
+    assert order == [50, 100, pytest.approx(130), pytest.approx(169)]
