@@ -25,6 +25,7 @@ Results: rich tables (:mod:`workers.bench_report`), ``bench.json`` and ``bench.p
 from __future__ import annotations
 
 import base64
+import logging
 import signal
 import os
 import socket
@@ -53,6 +54,7 @@ from workers.fleet import Fleet
 from workers.kafka import producer_config
 from workers.settings import PROFILES, Settings
 
+log = logging.getLogger(__name__)
 STAGES = ("text", "image", "ocr")
 TENANT = "bench"
 #: steps added (each ×1.3) when the last planned step still keeps up.
@@ -324,19 +326,22 @@ class Rig:
             self._naive = None
 
     def probe(self, topic: str, role: str, timeout_s: float) -> float:
-        """Send a small task every few seconds until one is answered; seconds waited.
-        Raises ``RuntimeError`` naming the worker log when nothing answers in time."""
+        """Send a small task every 15 s until one of them is answered (a slow stage, OCR on a
+        busy CPU, may take longer than that per item); seconds waited. Raises
+        ``RuntimeError`` naming the worker log when nothing answers in time."""
         started = time.monotonic()
         item: str | MediaItem = "bench probe" if modality_of(role) == "text" else Corpus.build().rendered[0]
+        sent: list[str] = []
         while time.monotonic() - started < timeout_s:
             if self.fleet.exited():
                 raise RuntimeError(f"workers exited: {self.fleet.exited()}; logs in {self.fleet.log_dir}")
             if self._naive is not None and self._naive.poll() is not None:
                 raise RuntimeError(f"the naive {role} consumer exited ({self._naive.returncode}); log in {self.fleet.log_dir}")
             rid = f"probe-{uuid.uuid4().hex[:10]}"
+            sent.append(rid)
             self.reader.expect({rid: time.time()}, "partial")
             send_open_loop(self.producer, [Send(time.time(), topic, rid, task_value(role, item, rid, "lo", 600_000))])
-            if self.reader.wait([rid], timeout_s=min(15.0, timeout_s)):
+            if self.reader.wait(sent, timeout_s=min(15.0, timeout_s), any_of=True):
                 return time.monotonic() - started
         raise RuntimeError(f"no answer from {role} on {topic} within {timeout_s} s; logs in {self.fleet.log_dir}")
 
@@ -394,14 +399,16 @@ class Budget:
 def run_series(
     rig: Rig, make_stream: Callable[[float], Stream], rates: list[float], plan: StagePlan,
     opts: BenchOptions, budget: Budget, tag: str, on_step: Callable[[StepResult], None], reserve_s: float = 0.0,
+    steps: list[StepResult] | None = None,
 ) -> list[StepResult]:
     """Step through ``rates`` (ascending) until ``opts.stop_after`` consecutive steps fail to
     keep up; if the last one still keeps up, go on ×1.3 per step (4 more at most).
     When even the first step fails, step down (a third each time, twice at most)
     to find one that keeps up. Then bisect ``opts.refine`` times between the knee and the
     first step past it. No step starts unless it ends within the budget, and after the
-    first two, ``reserve_s`` before its end (time kept for what follows)."""
-    steps: list[StepResult] = []
+    first two, ``reserve_s`` before its end (time kept for what follows). Steps are also
+    appended to ``steps`` as they end (so a failure later keeps them)."""
+    steps = steps if steps is not None else []
     cost = plan.step_s + plan.slo_ms / 1000.0 + 2.0
 
     def step(rate: float, name: str) -> StepResult | None:
@@ -561,32 +568,42 @@ class Bench:
         return lambda rate: Stream(label, topic, rate, make, slo_ms)
 
     def run(self) -> BenchRun:
-        """Every target in turn. Ctrl-C (or SIGTERM mapped to it) stops the target being
-        measured, stops its processes and broker, and returns what was measured before it."""
+        """Every target in turn. A target that fails (a worker that never answers, say) keeps
+        what it measured and says why in its notes; the others still run. Ctrl-C (or SIGTERM
+        mapped to it) stops the target being measured, stops its processes and broker, and
+        returns what was measured until then."""
         run = BenchRun(host_info(), settings_info(self.settings))
         started = time.monotonic()
+        jobs: list[tuple[TargetResult, Callable[[TargetResult], None]]] = []
+        for stage in self.opts.stages:
+            plan = self.opts.plan(stage)
+            jobs.append((TargetResult(stage, plan.slo_ms, max_batch=self.settings.batch.config(stage).max_size),
+                         lambda res, stage=stage: self.stage(stage, res)))
+        for profile in self.opts.profiles:
+            res = TargetResult(f"text [{profile}]", self.opts.plan("text").slo_ms, profile=profile,
+                               max_batch=PROFILES[profile].max_size["text"])
+            jobs.append((res, lambda res, profile=profile: self.profile(profile, res, run)))
+        if self.opts.mixed:
+            jobs.append((TargetResult("mixed", self.opts.plan("mixed").slo_ms), self.mixed))
         try:
-            for stage in self.opts.stages:
-                run.targets.append(self.stage(stage))
-            for profile in self.opts.profiles:
-                text = next((t for t in run.targets if t.name == "text"), None)
-                if text is not None and profile == self.settings.batch.profile:
-                    # the text stage already ran under this profile: reuse it
-                    run.targets.append(replace(text, name=f"text [{profile}]", profile=profile, naive=[], lanes=[]))
-                else:
-                    run.targets.append(self.profile(profile))
-            if self.opts.mixed:
-                run.targets.append(self.mixed())
+            for res, job in jobs:
+                run.targets.append(res)
+                try:
+                    job(res)
+                except Exception as exc:  # noqa: BLE001 - one target's failure must not lose the others
+                    log.exception("bench target %s failed", res.name)
+                    res.notes.append(f"failed: {type(exc).__name__}: {exc}")
+                    self.say(f"[red]{res.name} failed: {exc}[/red]")
         except KeyboardInterrupt:
             run.interrupted = True
         finally:
             run.wall_s = time.monotonic() - started
         return run
 
-    def stage(self, stage: str) -> TargetResult:
+    def stage(self, stage: str, res: TargetResult) -> None:
+        """Limit, worker steps, 70 % step, lanes and the naive consumer of one stage, into ``res``."""
         plan = self.opts.plan(stage)
-        limit = self.limit(stage)
-        res = TargetResult(stage, plan.slo_ms, limit=limit, max_batch=self.settings.batch.config(stage).max_size)
+        limit = res.limit = self.limit(stage)
         modality = modality_of(stage)
         lo = self.task_stream(stage, lane_topic(modality, "lo"), "lo", f"{stage} worker", plan.slo_ms)
         with self.rig() as rig:
@@ -596,7 +613,7 @@ class Bench:
             # keep time for the 70 % step, the lanes and the naive consumer's start and steps
             reserve = cost * (2 + (1 + len(plan.naive_fractions) if self.opts.naive else 0))
             res.worker = run_series(
-                rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "w", self.on_step, reserve,
+                rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "w", self.on_step, reserve, res.worker,
             )
             knee = find_knee(res.worker, plan.slo_ms)
             if knee is not None and self.budget.allows(cost):
@@ -625,20 +642,24 @@ class Bench:
                 naive = self.task_stream(stage, topic, "lo", f"{stage} naive", plan.slo_ms)
                 res.naive = run_series(
                     rig, naive, step_rates(limit.single_per_s, plan.naive_fractions), plan,
-                    self.opts, self.budget, "n", self.on_step,
+                    self.opts, self.budget, "n", self.on_step, steps=res.naive,
                 )
-        return res
 
-    def profile(self, profile: str) -> TargetResult:
-        """The text stage's steps under a named batching profile (worker started with it)."""
+    def profile(self, profile: str, res: TargetResult, run: BenchRun) -> None:
+        """The text stage's steps under a named batching profile (worker started with it), into ``res``;
+        the text stage's own results when it already ran under that profile."""
         plan = self.opts.plan("text")
-        limit = self.limit("text")
-        res = TargetResult(f"text [{profile}]", plan.slo_ms, limit=limit, profile=profile, max_batch=PROFILES[profile].max_size["text"])
+        limit = res.limit = self.limit("text")
+        text = next((t for t in run.targets if t.name == "text" and t.worker), None)
+        if text is not None and profile == self.settings.batch.profile:
+            res.worker, res.at_70 = text.worker, text.at_70
+            res.notes.append("the text stage's run (same profile)")
+            return
         lo = self.task_stream("text", lane_topic("text", "lo"), "lo", f"text [{profile}]", plan.slo_ms)
         with self.rig({PROFILE_ENV: profile}) as rig:
             self.say(f"profile {profile}: text worker on a private broker…")
             rig.start_worker("text")
-            res.worker = run_series(rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "p", self.on_step)
+            res.worker = run_series(rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "p", self.on_step, steps=res.worker)
             knee = find_knee(res.worker, plan.slo_ms)
             if knee is not None and self.budget.allows(plan.step_s + plan.slo_ms / 1000.0 + 7.0):
                 rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
@@ -647,14 +668,12 @@ class Bench:
                     f"text [{profile}] @70%",
                 )
                 self.on_step(res.at_70)
-        return res
 
-    def mixed(self) -> TargetResult:
-        """The whole fleet: requests in at ``audit.requests``, verdicts out at ``audit.verdicts``."""
+    def mixed(self, res: TargetResult) -> None:
+        """The whole fleet: requests in at ``audit.requests``, verdicts out at ``audit.verdicts``, into ``res``."""
         plan = self.opts.plan("mixed")
         limits = {s: self.limit(s) for s in STAGES}
         share = self.opts.mixed_image_share
-        res = TargetResult("mixed", plan.slo_ms)
         res.notes.append(f"{share:.0%} of requests carry a rendered-text image (image + OCR stages), the rest text only")
         texts, images = self.corpus.texts, self.corpus.rendered
 
@@ -669,9 +688,8 @@ class Bench:
             self.say(f"mixed: starting the whole fleet on a private broker ({rig.bootstrap})…")
             rig.start_fleet(("router", "text", "image", "ocr", "fusion"))
             res.worker = run_series(
-                rig, stream, step_rates(mixed_reference(limits, share), plan.fractions), plan, self.opts, self.budget, "m", self.on_step,
+                rig, stream, step_rates(mixed_reference(limits, share), plan.fractions), plan, self.opts, self.budget, "m", self.on_step, steps=res.worker,
             )
-        return res
 
 
 def _relabel(step: StepResult, target: str) -> StepResult:

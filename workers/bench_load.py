@@ -127,13 +127,15 @@ class ArrivalReader:
                 self._expected[rid] = _Expected(due_s, measure)
             self._open += len(due)
 
-    def wait(self, ids: Iterable[str], timeout_s: float) -> bool:
-        """Block until every id in ``ids`` was answered or ``timeout_s`` passed; True if all were."""
+    def wait(self, ids: Iterable[str], timeout_s: float, any_of: bool = False) -> bool:
+        """Block until every id in ``ids`` (with ``any_of``: one of them) was answered or
+        ``timeout_s`` passed; True if they were."""
         ids = list(ids)
+        done = any if any_of else all
         end = time.monotonic() + timeout_s
         with self._cond:
             while True:
-                if all(self._expected[i].arrived_s is not None for i in ids):
+                if done(self._expected[i].arrived_s is not None for i in ids):
                     return True
                 left = end - time.monotonic()
                 if left <= 0:
