@@ -47,7 +47,7 @@ from schemas.messages import AuditRequest, MediaItem, ModalityTask
 from topics.catalog import REQUESTS, lane_topic
 from workers.bench_load import ArrivalReader, Measure, Send, load_stage, naive_command, send_open_loop
 from workers.bench_stats import (
-    StepResult, find_knee, midpoint_rate, peak_throughput, schedule, step_count, step_rates, summarize_step,
+    StepResult, cpu_percent, find_knee, midpoint_rate, peak_throughput, schedule, step_count, step_rates, summarize_step,
 )
 from workers.demo import PHOTOS, RENDERED, demo_texts, render_text_image, skimage_file
 from workers.fleet import Fleet
@@ -288,6 +288,29 @@ class Rig:
     def bootstrap(self) -> str:
         return self.settings.bootstrap
 
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system) used so far by each process of the rig: worker roles
+        (summed over replicas), the naive consumer, the broker and this process (the load
+        generator and reader). Linux ``/proc``; empty elsewhere."""
+        procs: dict[str, list[int]] = {role: [p.pid for p in ps] for role, ps in self.fleet.processes.items()}
+        if self._naive is not None:
+            procs["naive"] = [self._naive.pid]
+        if self.fleet.broker is not None and self.fleet.broker.process is not None:
+            procs["broker"] = [self.fleet.broker.process.pid]
+        procs["bench"] = [os.getpid()]
+        out: dict[str, float] = {}
+        tick = os.sysconf("SC_CLK_TCK")
+        for name, pids in procs.items():
+            try:
+                total = 0.0
+                for pid in pids:
+                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
+                out[name] = total
+            except (OSError, ValueError, IndexError):
+                continue
+        return out
+
     def start_fleet(self, roles: tuple[str, ...], timeout_s: float = 240.0) -> None:
         """Every role of the fleet, ready when a probe request gets a complete verdict."""
         for role in roles:
@@ -374,13 +397,15 @@ def run_step(rig: Rig, streams: list[Stream], duration_s: float, max_items: int,
         rig.reader.expect(dict(zip(ids, due)), st.measure)
         sends += [Send(d, st.topic, rid, st.make(i, rid)) for i, (rid, d) in enumerate(zip(ids, due))]
         per_stream.append(ids)
+    cpu_before, wall_before = rig.cpu_seconds(), time.monotonic()
     lag_ms = send_open_loop(rig.producer, sends)
     last_due = max(s.due_s for s in sends)
     wait_s = max(st.slo_ms for st in streams) / 1000.0 + 2.0
     rig.reader.wait([i for ids in per_stream for i in ids], timeout_s=max(0.0, last_due + wait_s - time.time()))
     censor = time.time()
+    cpu = cpu_percent(cpu_before, rig.cpu_seconds(), time.monotonic() - wall_before)
     return [
-        summarize_step(st.label, st.rate, rig.reader.samples(ids), st.slo_ms, censor, lag_ms)
+        summarize_step(st.label, st.rate, rig.reader.samples(ids), st.slo_ms, censor, lag_ms, cpu_pct=cpu)
         for st, ids in zip(streams, per_stream)
     ]
 

@@ -98,7 +98,7 @@ def steps_table(t: TargetResult) -> Table:
     """One row per step; the knee of each series is marked."""
     table = Table(
         "series", "offered/s", "achieved/s", "sent", "ok", "P50 ms", "P95 ms", "P99 ms", "SLO miss",
-        "batch mean", "batches by size (le:n)", "",
+        "batch mean", "batches by size (le:n)", "CPU % of a core", "",
         title=f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else ""),
     )
     knees = {id(find_knee(t.worker, t.slo_ms)), id(find_knee(t.naive, t.slo_ms))}
@@ -111,6 +111,7 @@ def steps_table(t: TargetResult) -> Table:
             _ms(s.p50_ms), _ms(s.p95_ms), _ms(s.p99_ms), f"{s.slo_misses}" + (f" ({s.unanswered} lost)" if s.unanswered else ""),
             " ".join(f"{k} {v:.1f}" for k, v in s.batch_mean.items()),
             "; ".join(f"{k} {format_hist(h)}" if len(s.batch_hist) > 1 else format_hist(h) for k, h in s.batch_hist.items()),
+            " ".join(f"{k} {v:.0f}" for k, v in s.cpu_pct.items()),
             mark,
         )
     return table

@@ -121,6 +121,8 @@ class StepResult:
     batch_hist: dict[str, dict[int, float]]
     #: how far the load generator fell behind its own schedule at worst, ms.
     send_lag_ms: float = 0.0
+    #: CPU used during the step per process (worker roles, naive, broker, bench), % of one core.
+    cpu_pct: dict[str, float] = field(default_factory=dict)
     note: str = ""
 
     def keeps_up(self, bound_ms: float, ratio: float = KEEP_UP_RATIO) -> bool:
@@ -133,7 +135,7 @@ class StepResult:
 
 def summarize_step(
     target: str, offered_per_s: float, samples: Sequence[Sample], slo_ms: float, censor_s: float,
-    send_lag_ms: float = 0.0, note: str = "",
+    send_lag_ms: float = 0.0, note: str = "", cpu_pct: dict[str, float] | None = None,
 ) -> StepResult:
     """Statistics of one step.
 
@@ -172,7 +174,7 @@ def summarize_step(
         slo_ms=slo_ms, slo_misses=misses,
         batch_mean={k: mean_batch_size(v) for k, v in by_stage.items()},
         batch_hist={k: batch_histogram(v) for k, v in by_stage.items()},
-        send_lag_ms=send_lag_ms, note=note,
+        send_lag_ms=send_lag_ms, note=note, cpu_pct=dict(cpu_pct or {}),
     )
 
 
@@ -230,6 +232,13 @@ def safe_ratio(numerator: float | None, denominator: float | None) -> float | No
     if numerator is None or denominator is None or denominator == 0:
         return None
     return numerator / denominator
+
+
+def cpu_percent(before: dict[str, float], after: dict[str, float], wall_s: float) -> dict[str, float]:
+    """CPU seconds used between two snapshots, per process name, as % of one core over ``wall_s``."""
+    if wall_s <= 0:
+        return {}
+    return {k: round(100.0 * (after[k] - before[k]) / wall_s, 1) for k in after if k in before}
 
 
 def format_hist(hist: dict[int, float]) -> str:

@@ -317,7 +317,8 @@ def bench(
 
     def on_step(step) -> None:  # type: ignore[no-untyped-def]
         console.print(f"  {step.target:28} offered {step.offered_per_s:9.2f}/s  achieved {step.achieved_per_s:9.2f}/s  "
-                      f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}")
+                      f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}  "
+                      f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}")
 
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the workers and the broker are stopped
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))

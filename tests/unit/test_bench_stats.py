@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from workers.bench import Limit, batch_sizes, mixed_reference, modality_of
 from workers.bench_stats import (
-    Ratio, Sample, StepResult, batch_histogram, departure_rate, find_knee, format_hist, mean_batch_size, merge_schedules,
+    Ratio, Sample, StepResult, batch_histogram, cpu_percent, departure_rate, find_knee, format_hist, mean_batch_size, merge_schedules,
     midpoint_rate, safe_ratio, schedule, step_count, step_rates, summarize_step, throughput_within_p99,
 )
 
@@ -237,3 +237,8 @@ def test_series_steps_down_when_even_the_first_step_fails(monkeypatch: pytest.Mo
 def test_series_goes_beyond_the_plan_while_it_keeps_up(monkeypatch: pytest.MonkeyPatch) -> None:
     order = _series(monkeypatch, capacity=150, rates=[50, 100], stop_after=1, refine=0)
     assert order == [50, 100, pytest.approx(130), pytest.approx(169)]
+
+
+def test_cpu_percent_is_cpu_seconds_over_wall_time() -> None:
+    assert cpu_percent({"text": 1.0, "broker": 2.0}, {"text": 1.5, "broker": 2.25, "new": 9.0}, 2.0) == {"text": 25.0, "broker": 12.5}
+    assert cpu_percent({}, {"x": 1.0}, 0.0) == {}
