@@ -618,7 +618,7 @@ class Bench:
                 except Exception as exc:  # noqa: BLE001 - one target's failure must not lose the others
                     log.exception("bench target %s failed", res.name)
                     res.notes.append(f"failed: {type(exc).__name__}: {exc}")
-                    self.say(f"[red]{res.name} failed: {exc}[/red]")
+                    self.say(f"{res.name} failed: {exc}")
         except KeyboardInterrupt:
             run.interrupted = True
         finally:

@@ -8,6 +8,7 @@ import math
 from dataclasses import asdict
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from workers.bench import BenchRun, TargetResult, profile_summary
@@ -99,7 +100,7 @@ def steps_table(t: TargetResult) -> Table:
     table = Table(
         "series", "offered/s", "achieved/s", "sent", "ok", "P50 ms", "P95 ms", "P99 ms", "SLO miss",
         "batch mean", "batches by size (le:n)", "CPU % of a core", "",
-        title=f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else ""),
+        title=escape(f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else "")),
     )
     knees = {id(find_knee(t.worker, t.slo_ms)), id(find_knee(t.naive, t.slo_ms))}
     for s in [*t.worker, *([t.at_70] if t.at_70 else []), *t.lanes, *t.naive]:
@@ -107,7 +108,7 @@ def steps_table(t: TargetResult) -> Table:
         if s.send_lag_ms > 100:
             mark += f" gen late {s.send_lag_ms:.0f} ms"
         table.add_row(
-            s.target, _rate(s.offered_per_s), _rate(s.achieved_per_s), str(s.sent), str(s.ok),
+            escape(s.target), _rate(s.offered_per_s), _rate(s.achieved_per_s), str(s.sent), str(s.ok),
             _ms(s.p50_ms), _ms(s.p95_ms), _ms(s.p99_ms), f"{s.slo_misses}" + (f" ({s.unanswered} lost)" if s.unanswered else ""),
             " ".join(f"{k} {v:.1f}" for k, v in s.batch_mean.items()),
             "; ".join(f"{k} {format_hist(h)}" if len(s.batch_hist) > 1 else format_hist(h) for k, h in s.batch_hist.items()),
@@ -125,7 +126,7 @@ def ratio_table(run: BenchRun) -> Table:
         for r in ratios(tr):
             met = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "n/a"}[r.met]
             value = "-" if r.value is None else f"{r.value:.2f}" if r.value < 10 else f"{r.value:.0f}"
-            t.add_row(r.stage, r.name, value, ("≥ " if r.direction == "at_least" else "≤ ") + f"{r.target:g}", met, r.detail)
+            t.add_row(escape(r.stage), r.name, value, ("≥ " if r.direction == "at_least" else "≤ ") + f"{r.target:g}", met, escape(r.detail))
     return t
 
 

@@ -284,7 +284,7 @@ def bench(
     profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile, none with --quick)")] = [],  # noqa: B006
     slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
-    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 45 with --quick, 900)")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 45 with --quick, 1500)")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Stepped open-loop load per model stage and for the whole fleet, against the model's
@@ -309,7 +309,7 @@ def bench(
     opts = b.BenchOptions(
         stages=stages, mixed=(not quick) if mixed is None else mixed, naive=naive, lanes=lanes, profiles=profiles,
         quick=quick, out_dir=out, config=config.resolve() if config else None,
-        max_seconds=max_seconds if max_seconds is not None else (45.0 if quick else 900.0),
+        max_seconds=max_seconds if max_seconds is not None else (45.0 if quick else 1500.0),
         slo_ms=_parse_slo(slo), stop_after=1 if quick else 2, refine=1 if quick else 2,
     )
     console.print(f"rtaudit bench: stages {', '.join(stages)}{' + mixed' if opts.mixed else ''}"
@@ -318,11 +318,11 @@ def bench(
     def on_step(step) -> None:  # type: ignore[no-untyped-def]
         console.print(f"  {step.target:28} offered {step.offered_per_s:9.2f}/s  achieved {step.achieved_per_s:9.2f}/s  "
                       f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}  "
-                      f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}")
+                      f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}", markup=False)
 
     # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the workers and the broker are stopped
     signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
-    run = b.Bench(opts, s, on_step, lambda msg: console.print(msg)).run()
+    run = b.Bench(opts, s, on_step, lambda msg: console.print(msg, markup=False)).run()
     if run.interrupted:
         console.print("[yellow]interrupted: results of the targets finished before[/yellow]")
     for table in tables(run):
