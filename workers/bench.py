@@ -488,6 +488,8 @@ class TargetResult:
     profile: str | None = None
     #: the worker's max batch size (from its batching profile).
     max_batch: int | None = None
+    #: the target whose steps these are (a profile the text stage already ran under).
+    same_as: str | None = None
     notes: list[str] = field(default_factory=list)
 
 
@@ -677,8 +679,7 @@ class Bench:
         limit = res.limit = self.limit("text")
         text = next((t for t in run.targets if t.name == "text" and t.worker), None)
         if text is not None and profile == self.settings.batch.profile:
-            res.worker, res.at_70 = text.worker, text.at_70
-            res.notes.append("the text stage's run (same profile)")
+            res.worker, res.at_70, res.same_as = text.worker, text.at_70, text.name
             return
         lo = self.task_stream("text", lane_topic("text", "lo"), "lo", f"text [{profile}]", plan.slo_ms)
         with self.rig({PROFILE_ENV: profile}) as rig:

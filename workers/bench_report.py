@@ -149,7 +149,7 @@ def profile_table(run: BenchRun) -> Table | None:
 
 def tables(run: BenchRun) -> list[Table]:
     out = [header_table(run), limit_table(run)]
-    out += [steps_table(t) for t in run.targets]
+    out += [steps_table(t) for t in run.targets if t.same_as is None]
     prof = profile_table(run)
     if prof is not None:
         out.append(prof)
