@@ -92,6 +92,7 @@ class _Expected:
     arrived_s: float | None = None
     status: str | None = None
     batch_sizes: dict[str, int] = field(default_factory=dict)
+    queue_ms: dict[str, float] = field(default_factory=dict)
 
 
 class ArrivalReader:
@@ -158,7 +159,7 @@ class ArrivalReader:
             out = []
             for i in ids:
                 e = self._expected[i]
-                out.append(Sample(e.due_s, e.arrived_s, e.status, dict(e.batch_sizes)))
+                out.append(Sample(e.due_s, e.arrived_s, e.status, dict(e.batch_sizes), dict(e.queue_ms)))
             return out
 
     def _answered(self, e: _Expected, arrived_s: float, status: str) -> None:
@@ -193,6 +194,7 @@ class ArrivalReader:
                             if isinstance(rec, PartialScore):
                                 if rec.status == "ok":  # an expired item reports the live batch it skipped
                                     e.batch_sizes.setdefault(rec.stage, rec.timings.batch_size)
+                                    e.queue_ms.setdefault(rec.stage, rec.timings.queue_ms)
                                 if e.measure == "partial":
                                     self._answered(e, now, rec.status)
                     except AuditError:

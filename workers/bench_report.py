@@ -98,7 +98,7 @@ def limit_table(run: BenchRun) -> Table:
 def steps_table(t: TargetResult) -> Table:
     """One row per step; the knee of each series is marked."""
     table = Table(
-        "series", "offered/s", "achieved/s", "sent", "ok", "P50 ms", "P95 ms", "P99 ms", "SLO miss",
+        "series", "offered/s", "achieved/s", "sent", "ok", "P50 ms", "P95 ms", "P99 ms", "P50 to batch ms", "SLO miss",
         "batch mean", "batches by size (le:n)", "CPU % of a core", "",
         title=escape(f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else "")),
     )
@@ -109,7 +109,9 @@ def steps_table(t: TargetResult) -> Table:
             mark += f" gen late {s.send_lag_ms:.0f} ms"
         table.add_row(
             escape(s.target), _rate(s.offered_per_s), _rate(s.achieved_per_s), str(s.sent), str(s.ok),
-            _ms(s.p50_ms), _ms(s.p95_ms), _ms(s.p99_ms), f"{s.slo_misses}" + (f" ({s.unanswered} lost)" if s.unanswered else ""),
+            _ms(s.p50_ms), _ms(s.p95_ms), _ms(s.p99_ms),
+            " ".join(f"{k} {_ms(v)}" if len(s.queue_p50_ms) > 1 else _ms(v) for k, v in s.queue_p50_ms.items()),
+            f"{s.slo_misses}" + (f" ({s.unanswered} lost)" if s.unanswered else ""),
             " ".join(f"{k} {v:.1f}" for k, v in s.batch_mean.items()),
             "; ".join(f"{k} {format_hist(h)}" if len(s.batch_hist) > 1 else format_hist(h) for k, h in s.batch_hist.items()),
             " ".join(f"{k} {v:.0f}" for k, v in s.cpu_pct.items()),

@@ -98,6 +98,8 @@ class Sample:
     arrived_s: float | None = None
     status: str | None = None
     batch_sizes: dict[str, int] = field(default_factory=dict)
+    #: the partial's ``timings.queue_ms`` (routed → its batch formed), per stage.
+    queue_ms: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -121,6 +123,8 @@ class StepResult:
     batch_hist: dict[str, dict[int, float]]
     #: how far the load generator fell behind its own schedule at worst, ms.
     send_lag_ms: float = 0.0
+    #: median time from routing (the due time, per stage) to the item's batch forming, ms, per stage.
+    queue_p50_ms: dict[str, float] = field(default_factory=dict)
     #: CPU used during the step per process (worker roles, naive, broker, bench), % of one core.
     cpu_pct: dict[str, float] = field(default_factory=dict)
     note: str = ""
@@ -162,9 +166,12 @@ def summarize_step(
     achieved = departure_rate([s.arrived_s for s in ok if s.arrived_s is not None])
     misses = sum(1 for s, lat in zip(samples, latencies) if s.status != "ok" or lat > slo_ms)
     by_stage: dict[str, list[int]] = {}
+    queued: dict[str, list[float]] = {}
     for s in samples:
         for stage, size in s.batch_sizes.items():
             by_stage.setdefault(stage, []).append(size)
+        for stage, q in s.queue_ms.items():
+            queued.setdefault(stage, []).append(q)
     return StepResult(
         target=target, offered_per_s=offered_per_s,
         duration_s=(max(s.due_s for s in samples) - first_due) + 1.0 / offered_per_s,
@@ -175,6 +182,7 @@ def summarize_step(
         batch_mean={k: mean_batch_size(v) for k, v in by_stage.items()},
         batch_hist={k: batch_histogram(v) for k, v in by_stage.items()},
         send_lag_ms=send_lag_ms, note=note, cpu_pct=dict(cpu_pct or {}),
+        queue_p50_ms={k: percentile(v, 50) for k, v in queued.items()},
     )
 
 

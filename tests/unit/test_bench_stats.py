@@ -242,3 +242,8 @@ def test_series_goes_beyond_the_plan_while_it_keeps_up(monkeypatch: pytest.Monke
 def test_cpu_percent_is_cpu_seconds_over_wall_time() -> None:
     assert cpu_percent({"text": 1.0, "broker": 2.0}, {"text": 1.5, "broker": 2.25, "new": 9.0}, 2.0) == {"text": 25.0, "broker": 12.5}
     assert cpu_percent({}, {"x": 1.0}, 0.0) == {}
+
+
+def test_queue_time_median_per_stage() -> None:
+    samples = [Sample(0.0, 0.1, "ok", {"text": 1}, {"text": q}) for q in (10.0, 20.0, 30.0)]
+    assert summarize_step("x", 10.0, samples, slo_ms=500, censor_s=1).queue_p50_ms == {"text": 20.0}
