@@ -43,6 +43,7 @@ Lanes
 from __future__ import annotations
 
 import asyncio
+import itertools
 import math
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -129,14 +130,17 @@ class BatcherConfig:
 
     @property
     def size_floor(self) -> int:
+        """Size limit at zero lag."""
         return self.min_size if self.min_size is not None else self.max_size
 
     @property
     def window_ceiling_ms(self) -> float:
+        """Window at full lag pressure, ms."""
         return self.max_window_ms if self.max_window_ms is not None else self.window_ms
 
     @property
     def queue_limit(self) -> int:
+        """Most items held per lane (default: 8 batches)."""
         return self.max_queued if self.max_queued is not None else 8 * self.max_size
 
     @property
@@ -173,6 +177,7 @@ class CostModel:
 
     @property
     def points(self) -> int:
+        """Observations in the fit window."""
         return len(self._obs)
 
     @property
@@ -349,8 +354,10 @@ class Batcher(Generic[T]):
     def set_lag(self, lane: LaneName, messages: int) -> None:
         """Consumer lag of ``lane`` outside this batcher (high watermark − position, summed
         over its partitions), messages; negative values are clamped to 0."""
-        self._external_lag[lane] = max(0, int(messages))
-        self._changed.set()
+        value = max(0, int(messages))
+        if value != self._external_lag[lane]:  # lag moves the window and size limit: re-check the close
+            self._external_lag[lane] = value
+            self._changed.set()
 
     def observe_duration(self, n: int, seconds: float) -> None:
         """Feed the cost model: a batch of ``n`` live items took ``seconds`` of model time."""
@@ -392,6 +399,7 @@ class Batcher(Generic[T]):
         return c.size_floor + round(self.pressure() * (c.max_size - c.size_floor))
 
     def stats(self) -> BatcherStats:
+        """Current gauge values (see :class:`BatcherStats`)."""
         a, b = self.cost.coefficients
         return BatcherStats(
             window_ms=self.window_ms(), size_limit=self.size_limit(), lag=self.lag,
@@ -439,9 +447,9 @@ class Batcher(Generic[T]):
             return now, "size"
         oldest = min(q[0].enqueued_ms for q in self._lanes.values() if q)
         window_close = oldest + self.window_ms()
-        chosen = list(self._lanes["hi"])[:n_hi] + list(self._lanes["lo"])[:n_lo]
+        chosen = itertools.chain(itertools.islice(self._lanes["hi"], n_hi), itertools.islice(self._lanes["lo"], n_lo))
         earliest = min(p.deadline_ms for p in chosen)
-        deadline_close = earliest - self.cost.predict_s(len(chosen)) * 1000.0 - self.config.deadline_margin_ms
+        deadline_close = earliest - self.cost.predict_s(n_hi + n_lo) * 1000.0 - self.config.deadline_margin_ms
         if deadline_close < window_close:
             return deadline_close, "deadline"
         return window_close, "window"

@@ -74,11 +74,12 @@ class LazyStage:
 
 @dataclass(eq=False)
 class Work:
-    """A decoded task and the Faust event (and stream, for the ack) it came from."""
+    """A decoded task (``None`` for a record bound for the DLQ) and the Faust event
+    (and stream, for the ack) it came from."""
 
     event: Any
     stream: Any
-    task: ModalityTask
+    task: ModalityTask | None
 
 
 class LaneControl:
@@ -167,6 +168,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         """``work``'s partial or DLQ record is with the producer: ack it and the records it unblocks."""
         for ready in acks.done(work):
             await ready.stream.ack(ready.event)
+
     control = LaneControl(app, role, lanes_by_topic, batcher)
     known_tenants = set(settings.tenants)
 
@@ -179,7 +181,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             try:
                 task = decode(event.value or b"", ModalityTask)
             except AuditError as exc:
-                work = Work(event, stream, None)  # type: ignore[arg-type]
+                work = Work(event, stream, None)
                 acks.track(work)
                 await dead_letters.send(event, exc)
                 await finish(work)
@@ -191,12 +193,13 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     async def run_batch(model_stage: ModelStage, batch: Batch[Work]) -> None:
         loop = asyncio.get_running_loop()
         works = [p.payload for p in batch.items + batch.expired]
-        tasks = [w.task for w in works]
+        tasks = [w.task for w in works]  # only decoded records enter the batcher
+        assert all(t is not None for t in tasks)
         started = time.perf_counter()
         result = await loop.run_in_executor(executor, process_batch, model_stage, tasks)
         if batch.items:
             batcher.observe_duration(len(batch.items), time.perf_counter() - started)
-            metrics.BATCH_SIZE.labels(role).observe(result.inferred)
+            metrics.BATCH_SIZE.labels(role).observe(len(batch.items))
             metrics.INFERENCE_SECONDS.labels(role, model_stage.model.name).observe(result.inference_s)
         metrics.BATCH_CLOSES.labels(role, batch.reason).inc()
         lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
@@ -209,7 +212,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                 metrics.SLO_MISSES.labels(role, tenant, lane_of[id(work)], "expired").inc()
             if i in failures:
                 error = failures[i]
-                error.request_id = error.request_id or work.task.request_id
+                error.request_id = error.request_id or partial.request_id
                 await dead_letters.send(work.event, error)
             await finish(work)
 
@@ -221,7 +224,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                 await run_batch(model_stage, await batcher.next_batch())
         except asyncio.CancelledError:
             raise
-        except BaseException as exc:  # a dead batch loop would stall the worker silently: crash it
+        except Exception as exc:  # a dead batch loop would stall the worker silently: crash it
             log.exception("%s batch loop failed; crashing the worker (unacked records are replayed)", role)
             await app.crash(exc)
 
