@@ -6,15 +6,15 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
 1. **limit** — the worker's own model stage (``workers/<role>.py``'s ``stage_factory``)
    runs :func:`engine.stage.process_batch` on in-memory batches of 1, 2, 4… up to
    the stage's max batch size, no Kafka: items/s per size; the best is the limit.
-2. **worker** — a private embedded broker on loopback, only the stage's worker
+2. **naive** — the one-at-a-time consumer (:func:`workers.bench_load.naive_consume`)
+   on its own topic, alone, steps relative to the batch-of-1 rate; then stopped.
+3. **worker** — on the same private embedded broker on loopback, only the stage's worker
    process (fresh consumer groups, since the broker is new), tasks published
    straight to ``audit.<modality>.lo`` on an open-loop schedule, answers read from
    ``audit.scores``: steps from low to beyond capacity, each step's offered rate,
    achieved throughput, P50/P95/P99 from the due time, SLO misses and batch sizes.
    Then a step at 70 % of the knee, and the high lane at a small rate while the
    low lane is offered 1.25 × the most the worker ever served (saturated).
-3. **naive** — the one-at-a-time consumer (:func:`workers.bench_load.naive_consume`)
-   on its own topic, same steps relative to the batch-of-1 rate.
 4. **mixed** — the whole fleet, requests (text, a share with an image) to
    ``audit.requests``, latency to the verdict on ``audit.verdicts``.
 5. **profiles** — the text stage's steps again for each named batching profile.
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import base64
 import logging
-import signal
 import os
 import socket
 import subprocess
@@ -628,21 +627,36 @@ class Bench:
         return run
 
     def stage(self, stage: str, res: TargetResult) -> None:
-        """Limit, worker steps, 70 % step, lanes and the naive consumer of one stage, into ``res``."""
+        """Limit, the naive consumer, then the worker's steps, its 70 % step and the lanes step
+        of one stage, into ``res``. The naive consumer runs first and alone (then stops), so
+        each is measured without the other's process on the CPU; when time runs short the
+        lanes step goes first, then the 70 % step, never the two series."""
         plan = self.opts.plan(stage)
         limit = res.limit = self.limit(stage)
         modality = modality_of(stage)
         lo = self.task_stream(stage, lane_topic(modality, "lo"), "lo", f"{stage} worker", plan.slo_ms)
+        cost = plan.step_s + plan.slo_ms / 1000.0 + 2.0  # one step, its drain and a settle
+        start_s = 10.0  # a process start and its probe, roughly (more for OCR on a busy CPU)
         with self.rig() as rig:
-            self.say(f"{stage}: starting the worker alone on a private broker ({rig.bootstrap})…")
+            if self.opts.naive:
+                self.say(f"{stage}: the naive consumer (one message at a time, sync commit) on a private broker ({rig.bootstrap})…")
+                topic, _ = rig.start_naive(stage)
+                naive = self.task_stream(stage, topic, "lo", f"{stage} naive", plan.slo_ms)
+                res.naive = run_series(
+                    rig, naive, step_rates(limit.single_per_s, plan.naive_fractions), plan, self.opts, self.budget,
+                    "n", self.on_step, start_s + 4 * cost, steps=res.naive,  # keep time for the worker's part
+                )
+                rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
+                rig.stop_naive()
+            self.say(f"{stage}: the worker alone…")
             rig.start_worker(stage)
-            cost = plan.step_s + plan.slo_ms / 1000.0 + 7.0
-            # keep time for the 70 % step, the lanes and the naive consumer's start and steps
-            reserve = cost * (2 + (1 + len(plan.naive_fractions) if self.opts.naive else 0))
             res.worker = run_series(
-                rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "w", self.on_step, reserve, res.worker,
+                rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "w", self.on_step,
+                2 * cost, res.worker,  # keep time for the 70 % and lanes steps
             )
             knee = find_knee(res.worker, plan.slo_ms)
+            if knee is None:
+                res.notes.append("no step kept up: the knee is below the lowest step")
             if knee is not None and self.budget.allows(cost):
                 rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
                 res.at_70 = run_step(rig, [lo(0.7 * knee.achieved_per_s)], plan.step_s, self.opts.max_items, "c70")[0]
@@ -659,18 +673,6 @@ class Bench:
                 )
                 for s in res.lanes:
                     self.on_step(s)
-            if knee is None:
-                res.notes.append("no step kept up: the knee is below the lowest step")
-            if self.opts.naive and self.budget.allows(2 * cost):
-                rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
-                rig.fleet.kill(stage, signal.SIGTERM)
-                self.say(f"{stage}: the naive consumer (one message at a time, sync commit)…")
-                topic, _ = rig.start_naive(stage)
-                naive = self.task_stream(stage, topic, "lo", f"{stage} naive", plan.slo_ms)
-                res.naive = run_series(
-                    rig, naive, step_rates(limit.single_per_s, plan.naive_fractions), plan,
-                    self.opts, self.budget, "n", self.on_step, steps=res.naive,
-                )
 
     def profile(self, profile: str, res: TargetResult, run: BenchRun) -> None:
         """The text stage's steps under a named batching profile (worker started with it), into ``res``;

@@ -284,7 +284,7 @@ def bench(
     profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile, none with --quick)")] = [],  # noqa: B006
     slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
-    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 45 with --quick, 1500)")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 1500)")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Stepped open-loop load per model stage and for the whole fleet, against the model's
@@ -309,7 +309,7 @@ def bench(
     opts = b.BenchOptions(
         stages=stages, mixed=(not quick) if mixed is None else mixed, naive=naive, lanes=lanes, profiles=profiles,
         quick=quick, out_dir=out, config=config.resolve() if config else None,
-        max_seconds=max_seconds if max_seconds is not None else (45.0 if quick else 1500.0),
+        max_seconds=max_seconds if max_seconds is not None else (50.0 if quick else 1500.0),
         slo_ms=_parse_slo(slo), stop_after=1 if quick else 2, refine=1 if quick else 2,
     )
     console.print(f"rtaudit bench: stages {', '.join(stages)}{' + mixed' if opts.mixed else ''}"
