@@ -263,6 +263,74 @@ def demo(
             fleet.stop()
 
 
+def _parse_slo(values: list[str]) -> dict[str, float]:
+    out = {}
+    for v in values:
+        target, _, ms = v.partition("=")
+        try:
+            out[target] = float(ms)
+        except ValueError:
+            raise typer.BadParameter(f"--slo takes TARGET=MS (text|image|ocr|mixed), got {v!r}") from None
+    return out
+
+
+@app.command()
+def bench(
+    quick: Annotated[bool, typer.Option("--quick", help="text stage only, short steps: under a minute on 2 cores")] = False,
+    stage: Annotated[list[str], typer.Option("--stage", "-s", help="text | image | ocr (repeat; default: all, --quick: text)")] = [],  # noqa: B006
+    mixed: Annotated[Optional[bool], typer.Option("--mixed/--no-mixed", help="also the whole fleet end to end (default: on unless --quick)")] = None,
+    naive: Annotated[bool, typer.Option("--naive/--no-naive", help="measure the naive one-at-a-time consumer")] = True,
+    lanes: Annotated[bool, typer.Option("--lanes/--no-lanes", help="high lane at low rate while the low lane is saturated")] = True,
+    profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile, none with --quick)")] = [],  # noqa: B006
+    slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
+    out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
+    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 1500)")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Stepped open-loop load per model stage and for the whole fleet, against the model's
+    batched limit and a naive consumer, on a private embedded broker (loopback only).
+    Prints the tables and target ratios; writes bench.json and bench.png."""
+    from workers import bench as b
+    from workers.bench_report import plot, tables, write_json
+
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
+        if os.environ.pop(name, None) is not None:
+            console.print(f"[yellow]bench runs on its own embedded broker on loopback: ignoring {name}[/yellow]")
+    out = out.resolve()
+    os.environ["RTAUDIT_STATE_DIR"] = str(out / "state")
+    if config is not None:
+        os.environ["RTAUDIT_CONFIG"] = str(config.resolve())
+    s = _settings(config)
+    stages = tuple(stage) or (("text",) if quick else b.STAGES)
+    bad = [x for x in stages if x not in b.STAGES]
+    if bad:
+        raise typer.BadParameter(f"--stage must be among {', '.join(b.STAGES)}, got {bad}")
+    profiles = tuple(profile) if profile else (() if quick else b.available_profiles())
+    opts = b.BenchOptions(
+        stages=stages, mixed=(not quick) if mixed is None else mixed, naive=naive, lanes=lanes, profiles=profiles,
+        quick=quick, out_dir=out, config=config.resolve() if config else None,
+        max_seconds=max_seconds if max_seconds is not None else (50.0 if quick else 1500.0),
+        slo_ms=_parse_slo(slo), stop_after=1 if quick else 2, refine=1 if quick else 2,
+    )
+    console.print(f"rtaudit bench: stages {', '.join(stages)}{' + mixed' if opts.mixed else ''}"
+                  f"{'; profiles ' + ', '.join(profiles) if profiles else ''}; budget {opts.max_seconds:.0f} s; results in {out}")
+
+    def on_step(step) -> None:  # type: ignore[no-untyped-def]
+        console.print(f"  {step.target:28} offered {step.offered_per_s:9.2f}/s  achieved {step.achieved_per_s:9.2f}/s  "
+                      f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}  "
+                      f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}", markup=False)
+
+    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the workers and the broker are stopped
+    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    run = b.Bench(opts, s, on_step, lambda msg: console.print(msg, markup=False)).run()
+    if run.interrupted:
+        console.print("[yellow]interrupted: results of the targets finished before[/yellow]")
+    for table in tables(run):
+        console.print(table)
+    console.print(f"wrote {write_json(run, out / 'bench.json')} and {plot(run, out / 'bench.png')} "
+                  f"({run.wall_s:.0f} s)")
+
+
 def main() -> None:  # pragma: no cover
     app()
 

@@ -79,17 +79,22 @@ class Fleet:
     def start(self, ready_timeout_s: float = 180.0) -> None:
         """Broker (if needed), topics, workers; then wait for the probe verdict.
         Raises :class:`FleetNotReady` and stops what it started on failure."""
+        self.launch()
+        try:
+            self.wait_ready(ready_timeout_s)
+        except BaseException:
+            self.stop()
+            raise
+
+    def launch(self) -> None:
+        """Broker (if needed), topics and the worker processes, without waiting for readiness
+        (a caller that runs only some roles proves readiness its own way)."""
         self.start_broker_if_needed()
         ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for role in self.roles:
             for _ in range(self.replicas.get(role, 1)):
                 self.spawn(role)
-        try:
-            self.wait_ready(ready_timeout_s)
-        except BaseException:
-            self.stop()
-            raise
 
     def spawn(self, role: str) -> subprocess.Popen[bytes]:
         """Start one more ``faust -A workers.<role> worker`` process (it joins the role's consumer group)."""

@@ -1,6 +1,14 @@
 """Image worker: ``audit.image.{hi,lo}`` through NudeNet 320n. Start: ``faust -A workers.image worker``."""
 
+from engine.models import ModelStage
 from engine.models.nudity import NudityStage
 from workers.modality import modality_app
+from workers.settings import Settings
 
-app = modality_app("image", "image", lambda s: NudityStage(s.media.policy(), prefer_gpu=s.prefer_gpu))
+
+def stage_factory(settings: Settings) -> ModelStage:
+    """The image stage this worker serves (also what ``rtaudit bench`` measures)."""
+    return NudityStage(settings.media.policy(), prefer_gpu=settings.prefer_gpu)
+
+
+app = modality_app("image", "image", stage_factory)

@@ -1,8 +1,16 @@
 """OCR worker: the same ``audit.image.{hi,lo}`` tasks in its own consumer group (``rtaudit-ocr``),
 through PP-OCRv4 (RapidOCR) and the text model. Start: ``faust -A workers.ocr worker``."""
 
+from engine.models import ModelStage
 from engine.models.ocr import OCRStage
 from engine.models.profanity import ProfanityScorer
 from workers.modality import modality_app
+from workers.settings import Settings
 
-app = modality_app("ocr", "image", lambda s: OCRStage(s.media.policy(), ProfanityScorer()))
+
+def stage_factory(settings: Settings) -> ModelStage:
+    """The OCR stage this worker serves (also what ``rtaudit bench`` measures)."""
+    return OCRStage(settings.media.policy(), ProfanityScorer())
+
+
+app = modality_app("ocr", "image", stage_factory)

@@ -1,0 +1,43 @@
+"""``rtaudit bench``'s machinery through the real embedded broker: a tiny text run
+(limit, one worker step, one naive step) and its report. Measures nothing; numbers come
+from ``rtaudit bench``. No timed asserts."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from workers.bench import Bench, BenchOptions, StagePlan
+from workers.bench_report import plot, tables, write_json
+from workers.settings import load_settings
+
+pytestmark = pytest.mark.integration
+
+
+def test_a_tiny_text_bench_runs_through_the_real_broker(tmp_path: Path) -> None:
+    tiny = StagePlan(slo_ms=10_000, step_s=1.0, fractions=(0.01,), naive_fractions=(0.3,))
+    opts = BenchOptions(
+        stages=("text",), mixed=False, naive=True, lanes=False, quick=True, out_dir=tmp_path,
+        max_seconds=600, stop_after=1, refine=0, plans={"text": tiny}, limit_s=0.05,
+    )
+    steps = []
+    run = Bench(opts, load_settings(), steps.append, lambda _: None).run()
+
+    (text,) = run.targets
+    assert text.limit is not None and text.limit.best_per_s > 0 and 1 in text.limit.per_size
+    assert text.worker and text.naive  # (more steps when the first did not keep up on a busy CPU)
+    measured = text.worker + ([text.at_70] if text.at_70 else []) + text.naive
+    for step in measured:
+        # every item was answered ok, through the broker, and its micro-batch size recorded
+        assert step.sent >= 3 and step.ok == step.sent and step.unanswered == 0 and step.failed == 0
+        assert step.batch_mean["text"] >= 1
+        assert step.p50_ms > 0 and step.p50_ms <= step.p99_ms
+    assert all(s.batch_mean["text"] == 1 for s in text.naive)  # one message at a time
+    assert sorted(map(id, steps)) == sorted(map(id, measured))  # each reported live, as it ended
+
+    assert len(tables(run)) >= 4
+    data = json.loads(write_json(run, tmp_path / "bench.json").read_text())
+    assert data["targets"][0]["name"] == "text" and data["host"]["cores"]
+    assert plot(run, tmp_path / "bench.png").stat().st_size > 10_000

@@ -1,0 +1,227 @@
+"""Reading a bench run: the ratios the issue sets as targets, rich tables, ``bench.json``
+and a PNG plot (matplotlib, Agg backend: no display needed)."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import asdict
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from workers.bench import BenchRun, TargetResult, profile_summary
+from workers.bench_stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, throughput_within_p99
+
+#: the issue's targets.
+KNEE_VS_LIMIT = 0.9
+NAIVE_SPEEDUP = 3.0
+TEXT_P99_AT_70_MS = 150.0
+
+
+def ratios(t: TargetResult) -> list[Ratio]:
+    """The issue's targets for one stage: knee / limit, throughput at the naive consumer's P99
+    over its throughput, P99 at 70 % of capacity (text), high-lane P99 against its SLO."""
+    out: list[Ratio] = []
+    knee = find_knee(t.worker, t.slo_ms)
+    if t.limit is not None and t.profile is None:
+        out.append(Ratio(
+            t.name, "knee throughput / limit", safe_ratio(knee.achieved_per_s if knee else None, t.limit.best_per_s),
+            KNEE_VS_LIMIT, "at_least",
+            f"{_rate(knee.achieved_per_s) if knee else '-'}/s vs {_rate(t.limit.best_per_s)}/s at batch {t.limit.best_size}"
+            + (f" ({_rate(t.limit.per_size[t.max_batch])}/s at the worker's max batch {t.max_batch})"
+               if t.max_batch in t.limit.per_size and t.max_batch != t.limit.best_size else ""),
+        ))
+    if t.naive:
+        nk = find_knee(t.naive, t.slo_ms)
+        at = throughput_within_p99(t.worker, nk.p99_ms) if nk else None
+        out.append(Ratio(
+            t.name, "throughput at naive P99 / naive", safe_ratio(at.achieved_per_s if at else None, nk.achieved_per_s if nk else None),
+            NAIVE_SPEEDUP, "at_least",
+            (f"naive {_rate(nk.achieved_per_s)}/s at P99 {nk.p99_ms:.0f} ms; worker "
+             + (f"{_rate(at.achieved_per_s)}/s at P99 {at.p99_ms:.0f} ms" if at else "never that fast")) if nk else "naive never kept up",
+        ))
+    if t.name.startswith("text") and t.at_70 is not None:
+        out.append(Ratio(
+            t.name, "P99 at 70% of capacity, ms", t.at_70.p99_ms, TEXT_P99_AT_70_MS, "at_most",
+            f"{_rate(t.at_70.offered_per_s)}/s offered, {t.at_70.sent} items",
+        ))
+    hi = next((s for s in t.lanes if "hi lane" in s.target), None)
+    lo = next((s for s in t.lanes if "lo lane" in s.target), None)
+    if hi is not None:
+        out.append(Ratio(
+            t.name, "hi-lane P99 / SLO (lo lane saturated)", hi.p99_ms / hi.slo_ms, 1.0, "at_most",
+            f"hi P99 {hi.p99_ms:.0f} ms, SLO {hi.slo_ms:.0f} ms, {hi.slo_misses}/{hi.sent} missed"
+            + (f"; lo offered {_rate(lo.offered_per_s)}/s, served {_rate(lo.achieved_per_s)}/s" if lo else ""),
+        ))
+    return out
+
+
+def _rate(x: float) -> str:
+    return f"{x:.0f}" if x >= 100 else f"{x:.1f}" if x >= 1 else f"{x:.2f}"
+
+
+def _ms(x: float) -> str:
+    return "-" if math.isnan(x) else f"{x:.0f}" if x >= 10 else f"{x:.1f}"
+
+
+def header_table(run: BenchRun) -> Table:
+    h, s = run.host, run.settings
+    t = Table(show_header=False, title="rtaudit bench: what this was measured on")
+    t.add_row("host", f"{h['usable_cores']} usable of {h['cores']} cores, {h['cpu']}, {h['memory_gib']} GiB; "
+              f"load average at start {h['load_avg_at_start']}")
+    t.add_row("software", f"Python {h['python']}; " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()))  # type: ignore[union-attr]
+    t.add_row("broker", str(h["broker"]))
+    t.add_row("batching", f"profile {s['profile']} ({profile_summary(str(s['profile']))}); overrides {s['overrides'] or 'none'}; "
+              f"max batch per stage {s['stages']}; {s['partitions']} partitions per topic")
+    models = sorted({tr.limit.model for tr in run.targets if tr.limit is not None})
+    t.add_row("models", "; ".join(models) or "-")
+    t.add_row("latency", "end-to-end from each item's scheduled send time (open loop) to the answer's arrival: "
+              "partial on audit.scores (stages) or verdict on audit.verdicts (mixed)")
+    return t
+
+
+def limit_table(run: BenchRun) -> Table:
+    t = Table("stage", "model", "items/s by batch size (process_batch, no Kafka)", "limit", title="the limit: the model stage alone")
+    seen = set()
+    for tr in run.targets:
+        if tr.limit is None or tr.limit.stage in seen:
+            continue
+        seen.add(tr.limit.stage)
+        lim = tr.limit
+        t.add_row(lim.stage, lim.model, "  ".join(f"{b}: {_rate(v)}" for b, v in lim.per_size.items()),
+                  f"{_rate(lim.best_per_s)}/s @ {lim.best_size}")
+    return t
+
+
+def steps_table(t: TargetResult) -> Table:
+    """One row per step; the knee of each series is marked."""
+    table = Table(
+        "series", "offered/s", "achieved/s", "sent", "ok", "P50 ms", "P95 ms", "P99 ms", "P50 to batch ms", "SLO miss",
+        "batch mean", "batches by size (le:n)", "CPU % of a core", "",
+        title=escape(f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else "")),
+    )
+    knees = {id(find_knee(t.worker, t.slo_ms)), id(find_knee(t.naive, t.slo_ms))}
+    for s in [*t.worker, *([t.at_70] if t.at_70 else []), *t.lanes, *t.naive]:
+        mark = "◀ knee" if id(s) in knees else ""
+        if s.send_lag_ms > 100:
+            mark += f" gen late {s.send_lag_ms:.0f} ms"
+        table.add_row(
+            escape(s.target), _rate(s.offered_per_s), _rate(s.achieved_per_s), str(s.sent), str(s.ok),
+            _ms(s.p50_ms), _ms(s.p95_ms), _ms(s.p99_ms),
+            " ".join(f"{k} {_ms(v)}" if len(s.queue_p50_ms) > 1 else _ms(v) for k, v in s.queue_p50_ms.items()),
+            f"{s.slo_misses}" + (f" ({s.unanswered} lost)" if s.unanswered else ""),
+            " ".join(f"{k} {v:.1f}" for k, v in s.batch_mean.items()),
+            "; ".join(f"{k} {format_hist(h)}" if len(s.batch_hist) > 1 else format_hist(h) for k, h in s.batch_hist.items()),
+            " ".join(f"{k} {v:.0f}" for k, v in s.cpu_pct.items()),
+            mark,
+        )
+    return table
+
+
+def ratio_table(run: BenchRun) -> Table:
+    t = Table("stage", "ratio", "measured", "target", "met", "detail", title="targets (issue 3), as measured in this run")
+    for tr in run.targets:
+        if tr.profile is not None:
+            continue
+        for r in ratios(tr):
+            met = {True: "[green]yes[/green]", False: "[red]no[/red]", None: "n/a"}[r.met]
+            value = "-" if r.value is None else f"{r.value:.2f}" if r.value < 10 else f"{r.value:.0f}"
+            t.add_row(escape(r.stage), r.name, value, ("≥ " if r.direction == "at_least" else "≤ ") + f"{r.target:g}", met, escape(r.detail))
+    return t
+
+
+def profile_table(run: BenchRun) -> Table | None:
+    rows = [tr for tr in run.targets if tr.profile is not None]
+    if not rows:
+        return None
+    t = Table("profile", "settings", "knee items/s", "P99 at knee ms", "P99 at 70% ms", "peak items/s", "knee / limit",
+              title="batching profiles (text stage): pick a point on the curve")
+    for tr in rows:
+        knee = find_knee(tr.worker, tr.slo_ms)
+        ratio = safe_ratio(knee.achieved_per_s if knee else None, tr.limit.best_per_s if tr.limit else None)
+        t.add_row(
+            tr.profile or "", profile_summary(tr.profile or ""), _rate(knee.achieved_per_s) if knee else "-", _ms(knee.p99_ms) if knee else "-",
+            _ms(tr.at_70.p99_ms) if tr.at_70 else "-", _rate(peak_throughput(tr.worker)),
+            f"{ratio:.2f}" if ratio is not None else "-",
+        )
+    return t
+
+
+def tables(run: BenchRun) -> list[Table]:
+    out = [header_table(run), limit_table(run)]
+    out += [steps_table(t) for t in run.targets if t.same_as is None]
+    prof = profile_table(run)
+    if prof is not None:
+        out.append(prof)
+    out.append(ratio_table(run))
+    return out
+
+
+def write_json(run: BenchRun, path: Path) -> Path:
+    """Everything measured, for tooling (``bench.json``)."""
+    def target(t: TargetResult) -> dict[str, object]:
+        d = asdict(t)
+        if t.limit is not None:
+            d["limit"]["best_per_s"] = t.limit.best_per_s
+        d["ratios"] = [asdict(r) | {"met": r.met} for r in ratios(t)]
+        return d
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"host": run.host, "settings": run.settings, "started_at": run.started_at, "wall_s": run.wall_s,
+               "interrupted": run.interrupted,
+               "targets": [target(t) for t in run.targets]}
+    path.write_text(json.dumps(payload, indent=1, default=str))
+    return path
+
+
+def plot(run: BenchRun, path: Path) -> Path:
+    """Two panels, log-log: achieved vs offered (with each stage's limit) and P99 vs offered
+    (with each SLO). Solid = worker, dashed = naive consumer, dotted = profiles; ★ = knee."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, (ax_t, ax_l) = plt.subplots(1, 2, figsize=(13, 5.5))
+    colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    for n, tr in enumerate(run.targets):
+        color = colors[n % len(colors)]
+        series = [("worker" if tr.profile is None else tr.profile, tr.worker, ":" if tr.profile else "-")]
+        if tr.naive:
+            series.append(("naive", tr.naive, "--"))
+        for kind, steps, style in series:
+            if not steps:
+                continue
+            x = [s.offered_per_s for s in steps]
+            label = f"{tr.name} {kind}" if tr.profile is None else tr.name
+            ax_t.plot(x, [s.achieved_per_s for s in steps], style, marker="o", ms=3, color=color, label=label)
+            ax_l.plot(x, [s.p99_ms for s in steps], style, marker="o", ms=3, color=color, label=label)
+            knee = find_knee(steps, tr.slo_ms)
+            if knee is not None:
+                ax_t.plot([knee.offered_per_s], [knee.achieved_per_s], "*", ms=12, color=color)
+                ax_l.plot([knee.offered_per_s], [knee.p99_ms], "*", ms=12, color=color)
+        if tr.limit is not None and tr.profile is None:
+            ax_t.axhline(tr.limit.best_per_s, color=color, lw=0.8, alpha=0.6)
+        if tr.profile is None:
+            ax_l.axhline(tr.slo_ms, color=color, lw=0.8, alpha=0.6)
+    everything = [s.offered_per_s for tr in run.targets for s in tr.worker + tr.naive]
+    if everything:
+        lo, hi = min(everything), max(everything)
+        ax_t.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="-.", label="achieved = offered")
+    ax_t.set(xscale="log", yscale="log", xlabel="offered items/s", ylabel="achieved items/s",
+             title="throughput (horizontal lines: the model's batched limit)")
+    ax_l.set(xscale="log", yscale="log", xlabel="offered items/s", ylabel="P99 end-to-end latency, ms",
+             title="P99 latency (horizontal lines: SLO)")
+    for ax in (ax_t, ax_l):
+        ax.grid(True, which="both", alpha=0.3)
+    if ax_t.get_legend_handles_labels()[0]:
+        ax_t.legend(fontsize=7, loc="upper left")
+    h = run.host
+    fig.suptitle(f"rtaudit bench — {h['usable_cores']} cores ({h['cpu']}), load at start {h['load_avg_at_start']}", fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
