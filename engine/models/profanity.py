@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.models import StageOutput
+from engine.text.normalize import normalize
 from schemas.messages import Evidence, ModalityTask, ModelRef
 
 #: word tokens for span evidence: letters/digits, inner apostrophes kept ("don't").
@@ -58,18 +59,34 @@ class ProfanityScorer:
         return np.asarray(self._predict_prob(texts), dtype=np.float64)
 
     def score_with_spans(self, texts: list[str], part: str = "") -> list[StageOutput]:
-        """Whole-text score plus per-word span evidence, for a batch of texts (one model call per level)."""
-        doc_scores = self.score_texts(texts)
-        words = [[(m.start(), m.end(), m.group()) for m in _WORD.finditer(t)] for t in texts]
+        """Whole-text score plus per-word span evidence, for a batch of texts (one model call per level).
+
+        The model scores :func:`engine.text.normalize.normalize`'s view of each
+        text (look-alikes, invisible characters, leetspeak and split letters
+        undone); each evidence ``span`` is ``[start, end)`` into the *original*
+        text and ``text`` is what the user wrote there (``"sh1t"``, ``"f u c k"``).
+        """
+        views = [normalize(t) for t in texts]
+        doc_scores = self.score_texts([v.text for v in views])
+        words = [[(m.start(), m.end(), m.group()) for m in _WORD.finditer(v.text)] for v in views]
         flat = [w for ws in words for (_, _, w) in ws]
         word_scores = self.score_texts(flat) if flat else np.zeros(0)
         outputs, i = [], 0
-        for text_words, doc_score in zip(words, doc_scores):
+        for view, text_words, doc_score in zip(views, words, doc_scores):
             evidence = []
-            for start, end, word in text_words:
+            for start, end, _ in text_words:
                 s = float(word_scores[i])
                 i += 1
                 if s >= self.evidence_threshold:
-                    evidence.append(Evidence(part=part, category=CATEGORY, score=round(s, 4), text=word, span=(start, end)))
+                    o_start, o_end = view.to_original(start, end)
+                    evidence.append(
+                        Evidence(
+                            part=part,
+                            category=CATEGORY,
+                            score=round(s, 4),
+                            text=view.original[o_start:o_end],
+                            span=(o_start, o_end),
+                        )
+                    )
             outputs.append(StageOutput(scores={CATEGORY: round(float(doc_score), 4)}, evidence=evidence))
         return outputs

@@ -81,3 +81,14 @@ def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
         deadline_ms=10**13, routed_at_ms=0, media=MediaItem(type="image", data_b64=b64.b64encode(buf.getvalue()).decode()),
     )
     assert ocr_stage.prepare(task).shape == (1024, 2048, 3)
+
+
+def test_text_stage_sees_through_evasions_and_points_at_what_was_written(text_stage):
+    written = ["you are a 5h\u0456t and a b.i.t.c.h", "have a lovely day in Scunthorpe"]
+    evasive, benign = text_stage.infer(written)
+    assert evasive.scores["profanity"] >= DEFAULT_THRESHOLDS["profanity"].review
+    assert benign.scores["profanity"] < DEFAULT_THRESHOLDS["profanity"].review and not benign.evidence
+    spans = {ev.text: ev.span for ev in evasive.evidence}
+    assert {"5h\u0456t", "b.i.t.c.h"} <= set(spans)
+    for text, span in spans.items():
+        assert written[0][slice(*span)] == text

@@ -1,0 +1,169 @@
+"""engine.text.normalize: evasions fold, benign text survives, offsets always point into the original."""
+
+from __future__ import annotations
+
+import string
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from engine.text import NormalizedText, normalize
+from engine.text.benign import BENIGN
+
+
+@pytest.mark.parametrize(
+    ("written", "seen", "step"),
+    [
+        ("sh1t", "shit", "leet"),
+        ("5h1t", "shit", "leet"),
+        ("b1tch", "bitch", "leet"),
+        ("8itch", "bitch", "leet"),
+        ("a$$hole", "asshole", "leet"),
+        ("sh!t", "shit", "leet"),
+        ("f u c k you", "fuck you", "split_letters"),
+        ("f.u.c.k", "fuck", "split_letters"),
+        ("f - u - c - k", "fuck", "split_letters"),
+        ("s h 1 t", "shit", "split_letters"),
+        ("f u c k   y o u", "fuck   you", "split_letters"),
+        ("sh\u0456t", "shit", "confusables"),  # Cyrillic і
+        ("b\u037atch", "bitch", "confusables"),  # Greek ypogegrammeni ͺ, which NFKC would split
+        ("bi\u03f2h", "bich", "confusables"),  # Greek lunate sigma ϲ → NFKC ς → still folds
+        ("\u0455\u04bb\u0456\u0442 happens", "ѕһіт happens", None),  # т has no Latin look-alike: left alone
+        ("\u0455\u04bb\u0456t happens", "shit happens", "confusables"),
+        ("ｆｕｃｋ", "fuck", "nfkc"),
+        ("𝐟𝐮𝐜𝐤", "fuck", "nfkc"),
+        ("f\u200bu\u200dc\u00adk", "fuck", "format_chars"),
+        ("f\u0337\u0322u\u0335c\u0338k", "fuck", "combining_marks"),
+        ("🅵🆄🅲🅺", "fuck", "emoji"),
+        ("🇫🇺🇨🇰", "fuck", "emoji"),
+        ("fück", "fuck", "diacritics"),
+    ],
+)
+def test_evasions_fold_to_the_plain_word(written, seen, step):
+    n = normalize(written)
+    assert n.text == seen
+    if step:
+        assert step in n.steps
+    else:
+        assert n.steps == ()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Scunthorpe",
+        "classic",
+        "assessment",
+        "cocktail",
+        "Dick Van Dyke",
+        "I am 5 ft 7",
+        "order #A55-1337",
+        "Ticket 5H1T-4477-B",
+        "3.14",
+        "10am 5ft 1st 30min mp3 win10 a55 B52 1337 $5.99",
+        "mail john.doe@example.com or see http://t.co/a55b1337",
+        "@Royceda59 @MLB hello! wow!!",
+        "a i",
+        "e.g. x",
+        "I'm a b",
+    ],
+)
+def test_benign_ascii_survives_except_case(text):
+    assert normalize(text).text == text.lower()
+
+
+@pytest.mark.parametrize(
+    "text",
+    [b.text for b in BENIGN if b.category in ("russian", "greek", "chinese")],
+)
+def test_non_latin_text_keeps_its_script(text):
+    n = normalize(text)
+    assert "confusables" not in n.steps
+    # only case and NFKC width folding of punctuation (，→ ,) may differ
+    import unicodedata
+
+    assert n.text == "".join(unicodedata.normalize("NFKC", c) for c in text).lower()
+
+
+def test_offsets_point_at_what_the_user_wrote():
+    original = "you are a 5h\u0456t, f.u.c.k off"
+    n = normalize(original)
+    assert n.text == "you are a shit, fuck off"
+    start = n.text.index("shit")
+    assert original[slice(*n.to_original(start, start + 4))] == "5h\u0456t"
+    start = n.text.index("fuck")
+    assert original[slice(*n.to_original(start, start + 4))] == "f.u.c.k"
+
+
+def test_nfkc_expansion_shares_the_source_span():
+    n = normalize("\ufb01ne")  # ﬁ ligature → "fi"
+    assert n.text == "fine"
+    assert n.offsets[:3] == ((0, 1), (0, 1), (1, 2))
+    assert n.to_original(0, 1) == (0, 1)
+
+
+def test_to_original_edges():
+    n = normalize("a\u200bb")
+    assert n.text == "ab"
+    assert n.to_original(0, 2) == (0, 3)
+    assert n.to_original(1, 1) == (2, 2)
+    assert n.to_original(2, 2) == (3, 3)
+    assert normalize("\u200b").to_original(0, 0) == (1, 1)
+    with pytest.raises(ValueError, match="not within"):
+        n.to_original(1, 3)
+    with pytest.raises(ValueError, match="not within"):
+        n.to_original(2, 1)
+
+
+def test_bad_input():
+    with pytest.raises(TypeError, match="takes a str"):
+        normalize(b"bytes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="offsets"):
+        NormalizedText(original="ab", text="ab", offsets=((0, 1),), steps=())
+
+
+# ---------------------------------------------------------------- properties
+
+_ANY_TEXT = st.text(
+    alphabet=st.one_of(
+        st.characters(codec="utf-8", exclude_categories=("Cs",)),
+        st.sampled_from("aeiost01345789$@!.-_ \u200b\u0456\u03bf\ufb01ｆ𝐟🅰🇦\u0301\u037a"),
+    ),
+    max_size=60,
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(_ANY_TEXT)
+def test_offsets_are_monotonic_and_within_the_original(text):
+    n = normalize(text)
+    assert n.original == text
+    assert len(n.offsets) == len(n.text)
+    previous = (0, 0)
+    for start, end in n.offsets:
+        assert 0 <= start < end <= len(text)
+        assert start >= previous[0] and end >= previous[1]
+        previous = (start, end)
+    if n.text:
+        assert n.to_original(0, len(n.text)) == (n.offsets[0][0], n.offsets[-1][1])
+
+
+_WORDS = st.lists(st.text(alphabet=string.ascii_letters, min_size=2, max_size=9), min_size=1, max_size=8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_WORDS, st.sampled_from([" ", ", ", ". ", "? ", "\n"]))
+def test_plain_ascii_words_only_change_case(words, sep):
+    text = sep.join(words)
+    n = normalize(text)
+    assert n.text == text.lower()
+    assert n.offsets == tuple((i, i + 1) for i in range(len(text)))
+    assert n.steps == ()
+
+
+@settings(max_examples=300, deadline=None)
+@given(_ANY_TEXT)
+def test_idempotent_on_its_own_output(text):
+    once = normalize(text).text
+    assert normalize(once).text == once
