@@ -278,11 +278,15 @@ def text_build_encoder(force: Annotated[bool, typer.Option(help="rebuild even if
 
 
 @text_app.command("train")
-def text_train(data: DataOpt = DEFAULT_DATA) -> None:
+def text_train(
+    data: DataOpt = DEFAULT_DATA,
+    embed_budget_s: Annotated[Optional[float], typer.Option(help="stop embedding new texts after this many seconds "
+                                                            "and fit on the rows embedded so far (dev rows come first)")] = None,
+) -> None:
     """Train the English head and the Chinese model; write engine/text/artifacts/ and its manifest."""
     from engine.text.train import train_all
 
-    manifest = train_all(data)
+    manifest = train_all(data, embed_budget_s)
     table = Table("artifact", "sha256", "bytes", "dev report")
     for name, a in manifest["artifacts"].items():
         table.add_row(name, a["sha256"][:16], str(a["bytes"]), str(a["report"]))
@@ -298,6 +302,7 @@ def _f(x: float) -> str:
 def eval_text(
     data: DataOpt = DEFAULT_DATA,
     quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
+    max_rows: Annotated[Optional[int], typer.Option(help="cap each dev split at its first N rows (seeded hash order)")] = None,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion, throughput."""
     from engine.text import evaluation as ev
@@ -305,8 +310,9 @@ def eval_text(
 
     started = time.perf_counter()
     scorer = TextScorer()
+    memo = scorer.encoder.use_cache()  # embeddings memoised on disk: reruns and post-training evals are fast
     console.print(f"rtaudit-text {scorer.version}{' (quick: samples)' if quick else ''}")
-    cats, sets = ev.classification(scorer, data, quick=quick)
+    cats, sets = ev.classification(scorer, data, quick=quick, max_rows=max_rows)
     t = Table("dataset", "split", "category", "n", "pos", "P", "R", "F1", "baseline P", "baseline R", "baseline F1",
               title="Classification (score >= 0.5; baseline = alt-profanity-check >= 0.5)")
     for r in cats:
@@ -335,6 +341,8 @@ def eval_text(
     console.print(t)
     if ours.benign_flagged:
         console.print(f"benign texts flagged: {list(ours.benign_flagged)}")
+    memo.save()
+    scorer.encoder.memo = None  # throughput is measured without the memo
     tp = ev.throughput(scorer, data, quick=quick)
     t = Table(*tp.keys(), title="Text scorer throughput with evidence (texts/s; target speedup >= 5)")
     t.add_row(*(f"{v:.1f}" for v in tp.values()))

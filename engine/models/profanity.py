@@ -19,7 +19,7 @@ import numpy as np
 
 from engine.models import StageOutput
 from engine.text.normalize import normalize
-from schemas.messages import Evidence, ModalityTask, ModelRef
+from schemas.messages import Evidence, ModelRef
 
 #: word tokens for span evidence: letters/digits, inner apostrophes kept ("don't").
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)

