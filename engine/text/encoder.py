@@ -190,13 +190,12 @@ class MiniLMEncoder:
         self.path = ensure_encoder_onnx()
         self.session = session(str(self.path), prefer_gpu=prefer_gpu)
         self.version = f"{source_sha256()[:12]}-op{OPSET}-t{max_tokens}"
+        #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
+        self.memo: EmbeddingCache | None = None
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text (with [CLS]/[SEP]), at most ``max_tokens`` each."""
         return [e.ids for e in self.tokenizer.encode_batch(texts)]
-
-        #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
-        self.memo: EmbeddingCache | None = None
 
     def use_cache(self) -> "EmbeddingCache":
         """Memoise embeddings in ``<cache>/embeddings-<version>.npz`` (training and ``rtaudit eval``; not workers)."""

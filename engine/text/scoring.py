@@ -96,12 +96,13 @@ class TextScorer:
     Args:
         prefer_gpu: CUDA execution provider for the encoder when onnxruntime-gpu and a GPU exist.
         evidence_min: compute spans only for texts with some category at least this score.
-        span_min: keep a word as evidence when its span score is at least this.
+        span_min: keep a word as evidence when its span score is at least this (default: the
+            threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
     Raises:
         engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
 
-    def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float = 0.25) -> None:
+    def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None) -> None:
         from engine.models.profanity import ProfanityScorer
         from engine.text.encoder import MiniLMEncoder
 
@@ -109,10 +110,10 @@ class TextScorer:
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu)
         self.head = EnglishHead.load()
         self.zh = ChineseModel.load()
-        self.evidence_min = evidence_min
-        self.span_min = span_min
-        self.categories = tuple(self.head.categories)
         manifest = load_manifest()
+        self.evidence_min = evidence_min
+        self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
+        self.categories = tuple(self.head.categories)
         self.version = (f"{manifest['version']}+minilm-{self.encoder.version}"
                         f"+apc-{metadata.version('alt-profanity-check')}")
 
@@ -177,7 +178,7 @@ class TextScorer:
                 start = None
         without = self.zh.predict([n.text[:s] + n.text[e:] for s, e in runs])
         spans = [self._span(n, s, e, "offensive", float(max(0.0, full - p)), "occlusion") for (s, e), p in zip(runs, without)]
-        return sorted((sp for sp in spans if sp.score >= self.span_min / 2), key=lambda sp: -sp.score)
+        return sorted((sp for sp in spans if sp.score >= self.span_min / 2 and sp.score > 0), key=lambda sp: -sp.score)
 
     @staticmethod
     def _span(n: NormalizedText, s: int, e: int, category: str, score: float, source: str) -> Span:

@@ -207,4 +207,28 @@ def train_all(root: Path, budget_s: float | None = None) -> dict:
         "training_time_s": {"english": round(en_s, 1), "chinese": round(zh_s, 1)},
     }
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    manifest["evidence"] = calibrate_evidence(root)
+    MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return manifest
+
+
+def calibrate_evidence(root: Path, posts: int = 200) -> dict:
+    """Choose the span threshold on HateXplain *train* rationales (dev stays for ``rtaudit eval``).
+
+    Scores a hashed sample of abusive train posts with every word kept (``span_min=0``),
+    then picks the threshold maximising token-level F1 (same definition as the eval).
+    """
+    from engine.text.evaluation import _token_prf, sample
+    from engine.text.scoring import TextScorer
+
+    rows = [r for r in D.load("hatexplain", root, "train") if r.labels["offensive"] and r.rationale and any(r.rationale)]
+    rows = sample(rows, posts)
+    scorer = TextScorer(prefer_gpu=True, span_min=0.0)
+    results = [res for lo in range(0, len(rows), 64) for res in scorer.score([r.text for r in rows[lo:lo + 64]])]
+    best = (0.0, 0.25)
+    for t in np.arange(0.05, 0.96, 0.05):
+        f1 = _token_prf(rows, [[(s.start, s.end) for s in res.spans if s.score >= t] for res in results]).f1
+        if f1 > best[0]:
+            best = (f1, float(t))
+    log.info("evidence span_min %.2f: token F1 %.4f on %d HateXplain train posts", best[1], best[0], len(rows))
+    return {"span_min": round(best[1], 2), "train_token_f1": round(best[0], 4), "train_posts": len(rows)}
