@@ -1,10 +1,29 @@
-"""Text preprocessing for the text models: evasion-resistant normalization with an offset map.
+"""Text preprocessing for the text models and the suite that measures it (pure code, no Kafka).
 
-Pure code, no Kafka. :mod:`engine.text.normalize` turns what a user wrote into
-what the models see; :mod:`engine.text.evasion` builds the evasion suite and the
-benign list that measure it.
+- :mod:`engine.text.normalize`: what a user wrote → what the models see, with an offset map back.
+- :mod:`engine.text.evasion`: deterministic obfuscated variants of a clean text (the evasion suite).
+- :mod:`engine.text.benign`: texts no model should flag (Scunthorpe words, Russian, Chinese, IDs, …).
+- :mod:`engine.text.robustness`: recall per evasion technique and benign false positives for any scorer.
 """
 
+from engine.text.benign import BENIGN, BENIGN_CATEGORIES, BENIGN_TEXTS, BenignText
+from engine.text.evasion import TECHNIQUES, evasion_variant, evasion_variants
 from engine.text.normalize import NormalizedText, normalize
+from engine.text.robustness import EvasionReport, evasion_report, format_reports, newly_flagged, normalized
 
-__all__ = ["NormalizedText", "normalize"]
+__all__ = [
+    "BENIGN",
+    "BENIGN_CATEGORIES",
+    "BENIGN_TEXTS",
+    "TECHNIQUES",
+    "BenignText",
+    "EvasionReport",
+    "NormalizedText",
+    "evasion_report",
+    "evasion_variant",
+    "evasion_variants",
+    "format_reports",
+    "newly_flagged",
+    "normalize",
+    "normalized",
+]

@@ -12,9 +12,10 @@ something):
     Unicode NFKC (UAX #15), applied per base character plus its combining marks,
     so a span survives expansion (``ﬁ`` → ``fi``) and composition
     (``e`` + U+0301 → ``é``). Folds fullwidth forms, mathematical alphanumerics
-    (``𝐟𝐮𝐜𝐤``), circled/squared letters, superscripts. Spacing forms of
-    combining marks (``ͺ``, ``´``), which NFKC would turn into a space and a
-    bare mark, are kept as they are.
+    (``𝐟𝐮𝐜𝐤``), circled/squared letters, superscripts. Kept as they are:
+    spacing forms of combining marks (``ͺ``, ``´``), which NFKC would turn into
+    a space and a bare mark, and look-alikes of a Latin letter that NFKC would
+    turn into a letter that is not one (``ϲ`` → ``ς``).
 ``format_chars``
     Removes invisible characters: category Cf (zero-width space/joiners, word
     joiner, soft hyphen, BOM, bidi controls, tags), variation selectors,
@@ -39,14 +40,17 @@ something):
     (a) for Latin-script letters (``ı``, ``ɑ``), (b) inside a token that mixes
     Latin with other scripts and would be mostly Latin after folding
     (``shіt`` with Cyrillic ``і``), or (c) for a token made only of look-alikes
-    (``ѕһіт``-style) in a text whose letters are mostly Latin. Ordinary
-    Russian, Greek or Chinese text is left as it is.
+    (``ѕһі`` all Cyrillic) in a text that has Latin letters and no letter of
+    another script without a Latin look-alike. Ordinary Russian, Greek or
+    Chinese text is left as it is.
 ``split_letters``
     A run of at least three single letters, digits or ``$@!`` (at least two of
-    them ASCII letters) becomes one word when the same run of spaces separates
-    each (``f u c k``; ``f u c k   y o u`` stays two words), or the same
-    punctuation mark with the same spaces around it (``f.u.c.k``,
+    them ASCII letters) becomes one word when the same one or two spaces
+    separate each (``f u c k``; ``f u c k   y o u`` stays two words), or the
+    same punctuation mark with the same spaces around it (``f.u.c.k``,
     ``f - u - c - k``), or punctuation marks without spaces (``f.u-c_k``).
+    A spaced run stops short of a punctuation-split word (``u a b*i*t*c*h`` →
+    ``u a bitch``); an apostrophe may follow (``T h a t's`` → ``that's``).
     ``e.g. x``, two single letters (``a i``, ``e.g.``) and letters glued to an
     apostrophe (``I'm a b``) are left alone.
 ``leet``
@@ -54,23 +58,23 @@ something):
     ``!→i``) inside a word-run (letters, digits, ``$@!``) that has letters and no
     other digit (``2``, ``6``). Digits fold when they interleave with letters or
     the run also has a leet symbol and there are at least half as many letters
-    as digits (``sh1t``, ``5h1t``, ``4r3``, ``57up!d``); or when one or two
-    digits stand in front of, or one digit behind, at least as many letters
-    (at least two, with a vowel when behind) that are not a unit or ordinal
-    (``8itch``, ``81tch``, ``ho3``; but ``5ft``, ``10am``, ``1st``, ``30min``,
-    ``mp3``, ``win10`` stay). So ``A55``, ``a55``, ``h03``, ``B52``, ``3.14``,
-    ``1337`` stay. ``1`` always reads as ``i`` (``b1tch``; ``a55h0le`` → ``asshoie``).
+    as digits (``sh1t``, ``5h1t``, ``4r3``, ``57up!d``); or when digits stand in
+    front of, or one digit behind, at least as many letters (at least two,
+    with a vowel when behind) that are not a unit or ordinal (``8itch``,
+    ``817ches``, ``ho3``; but ``5ft``, ``10am``, ``1st``, ``30min``, ``mp3``,
+    ``win10`` stay). So ``A55``, ``a55``, ``h03``, ``B52``, ``3.14``,
+    ``1337`` stay. ``1`` always reads as ``i`` (``b1tch``; ``a55h01e`` → ``asshoie``).
     ``$`` folds in a run with letters (``$hit``, ``a$$``), ``@`` too, except
     that a run starting with ``@`` is a handle and left alone unless it has a
     ``$`` or ``!`` (``@user``, ``@MLB``, ``@Royceda59`` stay, and so do ``@ss`` and
-    ``@55h0le``; ``@$$`` folds), ``!`` only alone
+    ``@55h0le``; ``@$$hole`` folds), ``!`` only alone
     between two characters of the run (``sh!t``; ``hello!`` and ``wow!!``
     stay). URLs, e-mail addresses and ID-like codes (segments joined by
     ``-/_.:`` with a number of two or more digits: ``5H1T-4477-B``,
     ``2023-CV-00451``) are exempt from ``split_letters`` and ``leet``.
 
-The model view is also lower-cased (``str.lower`` per character); that is not
-reported as a step. Plain ASCII text made of words of two or more letters,
+The model view is also lower-cased (``str.lower``, between ``confusables`` and
+``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
 spaces and punctuation, without digits or ``$@!``, comes out as ``text.lower()``
 with identical offsets. ``normalize`` is idempotent on its own output
 (``normalize(n.text).text == n.text``) for the cases the property tests cover.
@@ -80,14 +84,11 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
 __all__ = ["NormalizedText", "normalize"]
-
-# one character of the working view and the [start, end) span of the original it came from
-_Piece = tuple[str, int, int]
-
 
 @dataclass(frozen=True)
 class NormalizedText:
@@ -174,7 +175,7 @@ def confusable_letters() -> dict[str, str]:
 
     Built once from the ``confusable-homoglyphs`` package's copy of Unicode's
     ``confusables.txt``; only letters (category L*) confusable with exactly one
-    ASCII letter are kept, plus the NFKC forms of those letters. Shared with :mod:`engine.text.evasion`.
+    ASCII letter are kept. Shared with :mod:`engine.text.evasion`.
     """
     from confusable_homoglyphs import confusables
 
@@ -186,20 +187,35 @@ def confusable_letters() -> dict[str, str]:
         ascii_letters = sorted(t for t in targets if len(t) == 1 and t.isascii() and t.isalpha())
         if len(ascii_letters) == 1:
             folds[ch] = ascii_letters[0]
-    # NFKC runs first and can turn a listed look-alike into an unlisted one
-    # (GREEK LUNATE SIGMA SYMBOL ϲ → final sigma ς): the NFKC form inherits the fold.
-    for ch, letter in list(folds.items()):
-        nf = unicodedata.normalize("NFKC", ch)
-        if len(nf) == 1 and not nf.isascii() and nf.isalpha() and nf not in folds:
-            folds[nf] = letter
     return folds
 
 
-# ---------------------------------------------------------------- steps (list[_Piece] -> list[_Piece])
+# ---------------------------------------------------------------- steps: (text, spans) -> (text, spans)
+
+_Spans = list[tuple[int, int]]
 
 
-def _nfkc(text: str) -> list[_Piece]:
-    out: list[_Piece] = []
+def _map_chars(text: str, spans: _Spans, fn: Callable[[str], str]) -> tuple[str, _Spans]:
+    """Replace each character ``c`` by ``fn(c)`` (zero, one or more characters, all inheriting ``c``'s span)."""
+    chars: list[str] = []
+    out: _Spans = []
+    for c, span in zip(text, spans):
+        r = fn(c)
+        if r == c:
+            chars.append(c)
+            out.append(span)
+        else:
+            chars.extend(r)
+            out.extend([span] * len(r))
+    return "".join(chars), out
+
+
+def _nfkc(text: str) -> tuple[str, _Spans]:
+    if unicodedata.is_normalized("NFKC", text):
+        return text, [(i, i + 1) for i in range(len(text))]
+    folds = confusable_letters()
+    chars: list[str] = []
+    spans: _Spans = []
     i, n = 0, len(text)
     while i < n:
         j = i + 1
@@ -207,111 +223,96 @@ def _nfkc(text: str) -> list[_Piece]:
             j += 1
         cluster = text[i:j]
         folded = unicodedata.normalize("NFKC", cluster)
-        if folded == cluster or (" " in folded and " " not in cluster):
-            # unchanged, or a spacing form of a combining mark (ͺ → " " + U+0345, ´ → " " + U+0301) that
-            # NFKC would split into a space and a bare mark: kept, for the confusables step to judge
-            out.extend((c, i + k, i + k + 1) for k, c in enumerate(cluster))
+        if folded == cluster or (" " in folded and " " not in cluster) or (cluster in folds and not folded.isascii()):
+            # unchanged; or a spacing form of a combining mark (ͺ → " " + U+0345) that NFKC would split into a
+            # space and a bare mark; or a look-alike that NFKC would turn into a letter that is not one
+            # (GREEK LUNATE SIGMA ϲ, like c → final sigma ς): kept, for the confusables step to judge
+            chars.extend(cluster)
+            spans.extend((k, k + 1) for k in range(i, j))
         else:
-            out.extend((c, i, j) for c in folded)
+            chars.extend(folded)
+            spans.extend([(i, j)] * len(folded))
         i = j
-    return out
+    return "".join(chars), spans
 
 
-def _format_chars(pieces: list[_Piece]) -> list[_Piece]:
-    out = []
-    for c, s, e in pieces:
-        if _is_invisible(c):
-            continue
-        out.append((" ", s, e) if ord(c) in _BLANKS else (c, s, e))
-    return out
+def _format_chars(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    return _map_chars(text, spans, lambda c: "" if _is_invisible(c) else " " if ord(c) in _BLANKS else c)
 
 
-def _combining_marks(pieces: list[_Piece]) -> list[_Piece]:
-    out: list[_Piece] = []
+def _combining_marks(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    chars: list[str] = []
+    out: _Spans = []
     base_is_latin = False
-    for c, s, e in pieces:
+    for c, span in zip(text, spans):
         if unicodedata.category(c).startswith("M"):
             if base_is_latin:
                 continue
         else:
             base_is_latin = c.isascii() or _is_latin(c)
-        out.append((c, s, e))
-    return out
+        chars.append(c)
+        out.append(span)
+    return "".join(chars), out
 
 
-def _emoji(pieces: list[_Piece]) -> list[_Piece]:
-    return [((_emoji_letter(c) or c), s, e) for c, s, e in pieces]
+def _emoji(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    return _map_chars(text, spans, lambda c: _emoji_letter(c) or c)
 
 
-def _diacritics(pieces: list[_Piece]) -> list[_Piece]:
-    out = []
-    for c, s, e in pieces:
-        if not c.isascii() and _is_latin(c):
-            base = unicodedata.normalize("NFD", c)
-            if base[0].isascii() and all(unicodedata.category(m).startswith("M") for m in base[1:]):
-                c = base[0]
-        out.append((c, s, e))
-    return out
+def _strip_diacritics(c: str) -> str:
+    if c.isascii() or not _is_latin(c):
+        return c
+    base = unicodedata.normalize("NFD", c)
+    return base[0] if base[0].isascii() and all(unicodedata.category(m).startswith("M") for m in base[1:]) else c
 
 
-def _tokens(pieces: list[_Piece]) -> list[tuple[int, int]]:
-    """[i, j) index ranges of whitespace-separated tokens."""
-    spans, start = [], None
-    for i, (c, _, _) in enumerate(pieces):
-        if c.isspace():
-            if start is not None:
-                spans.append((start, i))
-                start = None
-        elif start is None:
-            start = i
-    if start is not None:
-        spans.append((start, len(pieces)))
-    return spans
+def _diacritics(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    return _map_chars(text, spans, _strip_diacritics)
 
 
-def _confusables(pieces: list[_Piece]) -> list[_Piece]:
+def _confusables(text: str, spans: _Spans) -> tuple[str, _Spans]:
     folds = confusable_letters()
-    out = list(pieces)
-    tokens = _tokens(pieces)
-    latin_total = sum(1 for c, _, _ in pieces if _is_latin(c))
-    unfoldable_total = sum(1 for c, _, _ in pieces if c.isalpha() and not _is_latin(c) and c not in folds)
-    latin_text = latin_total >= unfoldable_total
-    for i, j in tokens:
-        letters = [c for c, _, _ in pieces[i:j] if c.isalpha()]
+    latin_total = sum(1 for c in text if _is_latin(c))
+    unfoldable_total = sum(1 for c in text if c.isalpha() and not _is_latin(c) and c not in folds)
+    latin_text = latin_total > 0 and unfoldable_total == 0
+    chars = list(text)
+    for m in re.finditer(r"\S+", text):
+        letters = [c for c in m.group() if c.isalpha()]
         latin = sum(1 for c in letters if _is_latin(c))
         other = len(letters) - latin
         foldable = sum(1 for c in letters if not _is_latin(c) and c in folds)
         mixed = latin > 0 and other > 0 and latin + foldable > other - foldable
         lookalike_word = latin == 0 and other > 0 and foldable == other and latin_text
-        for k in range(i, j):
-            c, s, e = pieces[k]
-            if c in folds and (_is_latin(c) or mixed or lookalike_word):
-                out[k] = (folds[c], s, e)
-    return out
+        for k in range(m.start(), m.end()):
+            c = chars[k]
+            if c in folds and (mixed or lookalike_word or _is_latin(c)):
+                chars[k] = folds[c]
+    return "".join(chars), spans
 
 
-def _lowercase(pieces: list[_Piece]) -> list[_Piece]:
-    out: list[_Piece] = []
-    for c, s, e in pieces:
-        low = c.lower()
-        out.extend((lc, s, e) for lc in low)
-    return out
+def _lowercase(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    low = text.lower()
+    if len(low) == len(text):  # str.lower never drops characters, so equal length means one to one
+        return low, spans
+    return _map_chars(text, spans, str.lower)
 
 
-_URL_OR_EMAIL = re.compile(
-    r"(?:[a-z][a-z0-9+.\-]*://\S+|www\.\S+|[^\s@]+@[^\s@]+\.[a-z]{2,}\S*)", re.IGNORECASE
-)
 _UNIT = r"[a-z0-9$@!]"
-_SPACE_SEP = r"[^\S\n]+"
+_SPACE_SEP = r"[^\S\n]{1,2}"
 _PUNCT = r"[.\-_*,|/~+:;·•]"
-# >= 3 single units with punctuation marks and no spaces between them, or with the same separator
-# between each (a run of spaces, so "f u c k   y o u" stays two words, or a mark with spaces)
+# >= 3 single units: with punctuation marks and no spaces between them; or with the same
+# spaces (one or two) between each ("f u c k   y o u" stays two words), not running into a punctuation-split word
+# ("u a b*i*t*c*h"); or with the same mark and spaces. An apostrophe may follow ("t h a t's").
 _SPLIT = re.compile(
     rf"(?<![\w'’]){_UNIT}"
-    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}|(?P<sep>{_SPACE_SEP}|[^\S\n]*{_PUNCT}[^\S\n]*){_UNIT}(?:(?P=sep){_UNIT})+)"
-    rf"(?![\w'’])"
+    rf"(?:(?:{_PUNCT}{_UNIT}){{2,}}"
+    rf"|(?P<sep>{_SPACE_SEP}){_UNIT}(?:(?P=sep){_UNIT})+(?!{_PUNCT}{_UNIT}{_PUNCT}{_UNIT})"
+    rf"|(?P<psep>[^\S\n]{{0,3}}{_PUNCT}[^\S\n]{{0,3}}){_UNIT}(?:(?P=psep){_UNIT})+)"
+    rf"(?!\w)"
 )
 _RUN = re.compile(r"(?:[^\W_]|[$@!])+")
+_LEET_CHAR = re.compile(r"[0-9$@!]")
+_UNIT_RE = re.compile(_UNIT)
 _CODE = re.compile(r"[a-z0-9]+(?:[-/_.:][a-z0-9]+)+")
 
 
@@ -323,31 +324,57 @@ def _is_code(token: str) -> bool:
     return any(seg.isdigit() and len(seg) >= 2 for seg in re.split(r"[-/_.:]", core))
 
 
+def _protected_from(token: str) -> int | None:
+    """Where in ``token`` a URL or e-mail address starts, or ``None``. Linear in ``len(token)``."""
+    scheme = token.find("://")
+    if scheme > 0:
+        start = scheme
+        while start > 0 and (token[start - 1].isalnum() or token[start - 1] in "+.-"):
+            start -= 1
+        if start < scheme and token[start].isalpha():
+            return start
+    www = token.find("www.")
+    if www >= 0:
+        return www
+    at = token.find("@")
+    if at > 0 and token.count("@") == 1:
+        domain = token[at + 1 :].rstrip(".,;:!?)]}'\"")
+        tld = domain.rsplit(".", 1)
+        if len(tld) == 2 and tld[0] and len(tld[1]) >= 2 and tld[1].isalpha():
+            return 0
+    return None
+
+
 def _protected(s: str) -> list[bool]:
-    """Per character: inside a URL, an e-mail address or an ID-like code (no ``split_letters``, no ``leet``)."""
+    """Per character: inside a URL, an e-mail address or an ID-like code (no ``split_letters``, no ``leet``).
+
+    Token by token with string operations, so it stays linear on hostile input.
+    """
     mask = [False] * len(s)
-    for m in _URL_OR_EMAIL.finditer(s):
-        mask[m.start() : m.end()] = [True] * (m.end() - m.start())
     for m in re.finditer(r"\S+", s):
-        if _is_code(m.group()):
-            mask[m.start() : m.end()] = [True] * (m.end() - m.start())
+        token = m.group()
+        start = 0 if _is_code(token) else _protected_from(token)
+        if start is not None:
+            mask[m.start() + start : m.end()] = [True] * (m.end() - m.start() - start)
     return mask
 
 
-def _split_letters(pieces: list[_Piece]) -> list[_Piece]:
-    s = "".join(c for c, _, _ in pieces)
-    mask = _protected(s)
-    keep = [True] * len(s)
-    for m in _SPLIT.finditer(s):
+def _split_letters(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    matches = list(_SPLIT.finditer(text))
+    if not matches:
+        return text, spans
+    mask = _protected(text)
+    keep = [True] * len(text)
+    for m in matches:
         if any(mask[m.start() : m.end()]):
             continue
-        units = [k for k in range(m.start(), m.end()) if re.match(_UNIT, s[k])]
-        if sum(1 for k in units if "a" <= s[k] <= "z") < 2:
+        units = [k for k in range(m.start(), m.end()) if _UNIT_RE.match(text[k])]
+        if sum(1 for k in units if "a" <= text[k] <= "z") < 2:
             continue
         unit_set = set(units)
         for k in range(m.start(), m.end()):
             keep[k] = k in unit_set
-    return [p for p, k in zip(pieces, keep) if k]
+    return "".join(c for c, k in zip(text, keep) if k), [sp for sp, k in zip(spans, keep) if k]
 
 
 def _fold_digits(run: str, letter_pos: list[int], digit_pos: list[int], symbols: bool) -> bool:
@@ -363,9 +390,7 @@ def _fold_digits(run: str, letter_pos: list[int], digit_pos: list[int], symbols:
     word = run.strip("".join(_LEET_DIGITS))
     if letters < 2 or letters < digits or word in _UNITS:
         return False
-    if digit_pos[0] == 0:
-        return digits <= 2
-    return digits == 1 and any(c in "aeiouy" for c in word)
+    return digit_pos[0] == 0 or (digits == 1 and any(c in "aeiouy" for c in word))
 
 
 def _leet_run(run: str) -> str:
@@ -373,10 +398,10 @@ def _leet_run(run: str) -> str:
     if not letter_pos or any(c.isdigit() and c not in _LEET_DIGITS for c in run):
         return run
     digit_pos = [k for k, c in enumerate(run) if c in _LEET_DIGITS]
-    bangs = [
+    bangs = {
         k for k, c in enumerate(run)
         if c == "!" and 0 < k < len(run) - 1 and run[k - 1] != "!" and run[k + 1] != "!"
-    ]
+    }
     symbols = "$" in run or "@" in run[1:] or bool(bangs)
     mention = run[0] == "@" and not ("$" in run or bangs)
     if mention:  # @user, @MLB, @Royceda59: a handle, left as it is
@@ -394,29 +419,28 @@ def _leet_run(run: str) -> str:
     return "".join(out)
 
 
-def _leet(pieces: list[_Piece]) -> list[_Piece]:
-    s = "".join(c for c, _, _ in pieces)
-    mask = _protected(s)
-    out = list(pieces)
-    for m in _RUN.finditer(s):
-        if any(mask[m.start() : m.end()]):
-            continue
-        folded = _leet_run(m.group())
-        for k, c in enumerate(folded):
-            _, st, en = out[m.start() + k]
-            out[m.start() + k] = (c, st, en)
-    return out
+def _leet(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    runs = [m for m in _RUN.finditer(text) if _LEET_CHAR.search(m.group())]
+    if not runs:
+        return text, spans
+    mask = _protected(text)
+    chars = list(text)
+    for m in runs:
+        if not any(mask[m.start() : m.end()]):
+            chars[m.start() : m.end()] = _leet_run(m.group())
+    return "".join(chars), spans
 
 
-_STEPS = (
-    ("format_chars", _format_chars),
-    ("combining_marks", _combining_marks),
-    ("emoji", _emoji),
-    ("diacritics", _diacritics),
-    ("confusables", _confusables),
-    ("lowercase", _lowercase),
-    ("split_letters", _split_letters),
-    ("leet", _leet),
+#: (name, step, whether it can act on pure ASCII text)
+_STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...] = (
+    ("format_chars", _format_chars, False),
+    ("combining_marks", _combining_marks, False),
+    ("emoji", _emoji, False),
+    ("diacritics", _diacritics, False),
+    ("confusables", _confusables, False),
+    ("lowercase", _lowercase, True),
+    ("split_letters", _split_letters, True),
+    ("leet", _leet, True),
 )
 _UNREPORTED = frozenset({"lowercase"})
 
@@ -424,20 +448,18 @@ _UNREPORTED = frozenset({"lowercase"})
 def normalize(text: str) -> NormalizedText:
     """The model view of ``text`` (see the module docstring for the steps), with its offset map.
 
-    Raises ``TypeError`` if ``text`` is not a ``str``. Pure and deterministic.
+    Raises ``TypeError`` if ``text`` is not a ``str``. Pure and deterministic;
+    about 10 µs per character of non-ASCII text, less for ASCII.
     """
     if not isinstance(text, str):
         raise TypeError(f"normalize() takes a str, got {type(text).__name__}")
-    pieces = _nfkc(text)
-    steps = ["nfkc"] if "".join(c for c, _, _ in pieces) != text else []
-    for name, step in _STEPS:
-        new = step(pieces)
-        if name not in _UNREPORTED and [c for c, _, _ in new] != [c for c, _, _ in pieces]:
+    view, spans = _nfkc(text)
+    steps = ["nfkc"] if view != text else []
+    for name, step, on_ascii in _STEPS:
+        if not on_ascii and view.isascii():
+            continue
+        new_view, spans = step(view, spans)
+        if name not in _UNREPORTED and new_view != view:
             steps.append(name)
-        pieces = new
-    return NormalizedText(
-        original=text,
-        text="".join(c for c, _, _ in pieces),
-        offsets=tuple((s, e) for _, s, e in pieces),
-        steps=tuple(steps),
-    )
+        view = new_view
+    return NormalizedText(original=text, text=view, offsets=tuple(spans), steps=tuple(steps))

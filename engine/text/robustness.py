@@ -5,8 +5,12 @@ offensive texts and every :mod:`engine.text.evasion` variant of them, and the
 :mod:`engine.text.benign` list; it returns recall per technique, recall relative
 to the clean forms (issue 4's target: ≥ 0.95) and the false-positive rate on the
 benign list (target: ≤ 1 %). ``score`` is any batch function
-``list[str] -> float[n]`` (probability of the offensive class);
-:func:`normalized` wraps one so that it scores the normalized model view.
+``list[str] -> float[n]`` (probability of the offensive class; for a model
+with several categories pass the largest category score, "flagged for
+anything"); :func:`normalized` wraps a raw model so that it scores the
+normalized model view. A pipeline that already normalizes (the text stage) is
+passed as it is; normalizing twice changes nothing, as ``normalize`` is
+idempotent on its own output.
 """
 
 from __future__ import annotations

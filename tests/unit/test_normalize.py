@@ -26,9 +26,13 @@ from engine.text.benign import BENIGN
         ("f - u - c - k", "fuck", "split_letters"),
         ("s h 1 t", "shit", "split_letters"),
         ("f u c k   y o u", "fuck   you", "split_letters"),
+        ("T h a t's so f u n n y", "that's so funny", "split_letters"),
+        ("called u a b*i*t*c*h", "called u a bitch", "split_letters"),
+        ("s a d-l o o k i n g", "sad-looking", "split_letters"),
+        ("b-i-t-c-h-a.s.s", "bitchass", "split_letters"),
         ("sh\u0456t", "shit", "confusables"),  # Cyrillic і
         ("b\u037atch", "bitch", "confusables"),  # Greek ypogegrammeni ͺ, which NFKC would split
-        ("bi\u03f2h", "bich", "confusables"),  # Greek lunate sigma ϲ → NFKC ς → still folds
+        ("bi\u03f2h", "bich", "confusables"),  # Greek lunate sigma ϲ, which NFKC would make ς
         ("\u0455\u04bb\u0456\u0442 happens", "ѕһіт happens", None),  # т has no Latin look-alike: left alone
         ("\u0455\u04bb\u0456t happens", "shit happens", "confusables"),
         ("ｆｕｃｋ", "fuck", "nfkc"),
@@ -167,3 +171,41 @@ def test_plain_ascii_words_only_change_case(words, sep):
 def test_idempotent_on_its_own_output(text):
     once = normalize(text).text
     assert normalize(once).text == once
+
+
+@pytest.mark.parametrize(
+    ("text", "seen"),
+    [
+        ("see http://t.co/a55b1337 now", "see http://t.co/a55b1337 now"),
+        ("(https://x.example/sh1t)", "(https://x.example/sh1t)"),
+        ("link:http://t.co/f-u-c-k", "link:http://t.co/f-u-c-k"),
+        ("www.b1tch.example", "www.b1tch.example"),
+        ("mail a.s.s@example.com.", "mail a.s.s@example.com."),
+        ("sh1t, meet me @ 5", "shit, meet me @ 5"),
+    ],
+)
+def test_urls_and_emails_are_left_to_the_models(text, seen):
+    assert normalize(text).text == seen
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        "1" * 50_000,
+        "$" * 50_000,
+        "a.b." * 12_500,
+        "ab." * 16_000,
+        "a@b" + ".aa" * 16_000,
+        "a!" * 25_000,
+        "a " * 25_000,
+        "a" + " " * 25_000 + "b" + " " * 25_000 + "c",
+        "a" + "\u0301" * 50_000,
+        "a1-" * 16_000,
+    ],
+    ids=lambda t: repr(t[:8]),
+)
+def test_long_hostile_inputs_stay_linear_and_consistent(hostile):
+    # regex backtracking here once took minutes per message; the suite's timeout guards it
+    n = normalize(hostile)
+    assert len(n.offsets) == len(n.text) <= len(hostile)
+    assert n.to_original(0, len(n.text))[1] <= len(hostile)
