@@ -6,10 +6,10 @@ Pipeline per batch (all steps batched):
    leetspeak, split letters) with an offset map back to the original text.
 2. Route by script (of the normalized text's letters): at least :data:`HAN_SHARE` Han
    → the Chinese model (:class:`~engine.text.heads.ChineseModel`, trained on COLD,
-   ``language="zh"``); else at least :data:`LATIN_SHARE` Latin (or no letters) → the
-   English model (``"en"``); else (Cyrillic, Greek, Arabic, ... text) ``"other"``:
-   no semantic model covers it (MiniLM-L6's vocabulary is English), so only the
-   lexical model's ``offensive`` score is given.
+   ``language="zh"``); else at least :data:`LATIN_SHARE` Latin and :data:`MIN_LETTERS`
+   letters → the English model (``"en"``); else (Cyrillic, Greek, Arabic, ... text, or
+   strings with almost no letters) ``"other"``: no semantic model covers it (MiniLM-L6's
+   vocabulary is English), so only the lexical model's ``offensive`` score is given.
 3. English: alt-profanity-check probability (lexical) and MiniLM-L6 embedding
    (semantic, ONNX) → stacked logistic head → calibrated ``offensive``, ``hate``,
    ``targeted_insult`` scores (0.5 = the dev-optimal threshold).
@@ -41,12 +41,15 @@ from engine.text.normalize import NormalizedText, normalize
 HAN_SHARE = 0.3
 #: ...else to the English model when Latin letters are at least this share (or it has no letters).
 LATIN_SHARE = 0.5
+#: ...and has at least this many letters: shorter strings ("?06 m6" read by OCR off a photo of coins,
+#: IDs) carry no sentence meaning for MiniLM, so they get the lexical score only ("other").
+MIN_LETTERS = 3
 #: words (letters/digits, inner apostrophes) on the normalized text.
 WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
 
 
-def script_shares(text: str) -> tuple[float, float]:
-    """``(Han, Latin)`` shares of the letters of ``text``; ``(0.0, 1.0)`` when it has no letters."""
+def script_counts(text: str) -> tuple[int, int, int]:
+    """``(letters, Han, Latin)`` character counts of ``text``."""
     letters = han = latin = 0
     for ch in text:
         if ch.isalpha():
@@ -54,18 +57,21 @@ def script_shares(text: str) -> tuple[float, float]:
             name = unicodedata.name(ch, "")
             han += "CJK UNIFIED" in name
             latin += name.startswith("LATIN")
-    return (han / letters, latin / letters) if letters else (0.0, 1.0)
+    return letters, han, latin
 
 
 def han_share(text: str) -> float:
     """Share of Han characters among the letters of ``text`` (0.0 when it has no letters)."""
-    return script_shares(text)[0]
+    letters, han, _ = script_counts(text)
+    return han / letters if letters else 0.0
 
 
 def route(text: str) -> str:
     """``"zh"``, ``"en"`` or ``"other"`` for a normalized text (see the module docstring)."""
-    han, latin = script_shares(text)
-    return "zh" if han >= HAN_SHARE else "en" if latin >= LATIN_SHARE else "other"
+    letters, han, latin = script_counts(text)
+    if letters and han / letters >= HAN_SHARE:
+        return "zh"
+    return "en" if letters >= MIN_LETTERS and latin / letters >= LATIN_SHARE else "other"
 
 
 @dataclass(frozen=True)

@@ -52,10 +52,13 @@ def test_zh_hash_index_is_the_vectorizers():
         assert abs(murmurhash3_32(gram, seed=0)) % ZH_FEATURES in indices, gram
 
 
-def test_han_share():
+def test_han_share_and_route():
+    from engine.text.scoring import route
+
     assert han_share("今天天气很好") == 1.0
     assert han_share("hello 世界") == pytest.approx(2 / 7)
     assert han_share("1234 !!") == 0.0
+    assert [route(t) for t in ("傻逼", "hello world", "?06\nm6", "привет мир")] == ["zh", "en", "other", "other"]
 
 
 def test_onnx_encoder_matches_torch(text_scorer):
@@ -78,7 +81,8 @@ def test_scores_and_spans_point_into_the_original(text_scorer):
     ]
     results = text_scorer.score(texts)
     assert len(results) == len(texts)
-    for text, r in zip(texts, results):
+    assert results[-1].language == "other" and set(results[-1].scores) == {"offensive"}, "no letters: lexical only"
+    for text, r in zip(texts[:-1], results[:-1]):
         assert set(r.scores) == EN_CATEGORIES and r.language == "en"
         assert all(0.0 <= v <= 1.0 for v in r.scores.values())
         for s in r.spans:
