@@ -36,6 +36,11 @@ class Threshold(BaseModel):
 
 
 DEFAULT_THRESHOLDS: dict[str, Threshold] = {
+    # text categories (engine/text): scores are calibrated so 0.5 is the dev-optimal F1 threshold
+    "offensive": Threshold(review=0.5, block=0.9),
+    "hate": Threshold(review=0.5, block=0.8),
+    "targeted_insult": Threshold(review=0.5, block=0.95),
+    # the lexical-only category of the first text model (alt-profanity-check), kept for existing policies
     "profanity": Threshold(review=0.5, block=0.9),
     "sexual": Threshold(review=0.45, block=0.7),
     "suggestive": Threshold(review=0.6, block=1.01),

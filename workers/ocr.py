@@ -3,14 +3,14 @@ through PP-OCRv4 (RapidOCR) and the text model. Start: ``faust -A workers.ocr wo
 
 from engine.models import ModelStage
 from engine.models.ocr import OCRStage
-from engine.models.profanity import ProfanityScorer
+from engine.text.scoring import TextScorer
 from workers.modality import modality_app
 from workers.settings import Settings
 
 
 def stage_factory(settings: Settings) -> ModelStage:
     """The OCR stage this worker serves (also what ``rtaudit bench`` measures)."""
-    return OCRStage(settings.media.policy(), ProfanityScorer())
+    return OCRStage(settings.media.policy(), TextScorer(prefer_gpu=settings.prefer_gpu))
 
 
 app = modality_app("ocr", "image", stage_factory)

@@ -16,7 +16,8 @@ import numpy as np
 
 from engine.models import StageOutput
 from engine.media import MediaPolicy, load_image_bgr
-from engine.models.profanity import ProfanityScorer
+from engine.models.text import model_ref, stage_output
+from engine.text.scoring import TextScorer
 from schemas.messages import Evidence, ModalityTask, ModelRef
 
 
@@ -33,15 +34,16 @@ class OCRStage:
     #: lower keeps large single glyphs that the mobile recognizer reads with less confidence).
     text_score = 0.3
 
-    def __init__(self, media_policy: MediaPolicy, scorer: ProfanityScorer) -> None:
+    def __init__(self, media_policy: MediaPolicy, scorer: TextScorer) -> None:
         from rapidocr_onnxruntime import RapidOCR
 
         self._ocr = RapidOCR()
         self.media_policy = media_policy
         self.scorer = scorer
+        text_model = model_ref(scorer)
         self.model = ModelRef(
-            name=f"rapidocr-ppocrv4+{scorer.model.name}",
-            version=f"{metadata.version('rapidocr-onnxruntime')}+{scorer.model.version}",
+            name=f"rapidocr-ppocrv4+{text_model.name}",
+            version=f"{metadata.version('rapidocr-onnxruntime')}+{text_model.version}",
         )
 
     #: longest side, pixels, an image is scaled down to before OCR: text larger than this
@@ -72,7 +74,7 @@ class OCRStage:
     def infer(self, inputs: list[np.ndarray]) -> list[StageOutput]:
         all_lines = [self.recognize(img) for img in inputs]
         transcripts = ["\n".join(t for t, _, _ in lines) for lines in all_lines]
-        text_outputs = self.scorer.score_with_spans(transcripts)
+        text_outputs = [stage_output(r) for r in self.scorer.score(transcripts)]
         outputs = []
         for lines, transcript, text_out in zip(all_lines, transcripts, text_outputs):
             evidence = [

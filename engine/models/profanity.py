@@ -1,5 +1,8 @@
 """Lexical offensive-language model: alt-profanity-check (TF-IDF + linear SVM, calibrated).
 
+Used as one input of :class:`engine.text.scoring.TextScorer` (stacked with MiniLM) and
+as the baseline ``rtaudit eval`` compares against.
+
 Source: the ``alt-profanity-check`` package (a maintained fork of
 ``profanity-check``, trained on Davidson et al. 2017 and Jigsaw comments); the
 vectorizer and model ship inside the package, nothing is downloaded.
@@ -16,7 +19,7 @@ import numpy as np
 
 from engine.models import StageOutput
 from engine.text.normalize import normalize
-from schemas.messages import Evidence, ModalityTask, ModelRef
+from schemas.messages import Evidence, ModelRef
 
 #: word tokens for span evidence: letters/digits, inner apostrophes kept ("don't").
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
@@ -87,19 +90,3 @@ class ProfanityScorer:
                     )
             outputs.append(StageOutput(scores={CATEGORY: round(float(doc_score), 4)}, evidence=evidence))
         return outputs
-
-
-class TextStage:
-    """The ``text`` stage: a request's text through :class:`ProfanityScorer`."""
-
-    stage = "text"
-
-    def __init__(self, scorer: ProfanityScorer | None = None) -> None:
-        self.scorer = scorer or ProfanityScorer()
-        self.model = self.scorer.model
-
-    def prepare(self, task: ModalityTask) -> str:
-        return task.text or ""
-
-    def infer(self, inputs: list[str]) -> list[StageOutput]:
-        return self.scorer.score_with_spans(inputs)

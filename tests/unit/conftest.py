@@ -11,10 +11,18 @@ def profanity_scorer():
 
 
 @pytest.fixture(scope="session")
-def text_stage(profanity_scorer):
-    from engine.models.profanity import TextStage
+def text_scorer():
+    """The real text scorer, loaded once (builds the encoder ONNX into the cache on first use, ~30 s)."""
+    from engine.text.scoring import TextScorer
 
-    return TextStage(profanity_scorer)
+    return TextScorer(prefer_gpu=False)
+
+
+@pytest.fixture(scope="session")
+def text_stage(text_scorer):
+    from engine.models.text import TextStage
+
+    return TextStage(text_scorer)
 
 
 @pytest.fixture(scope="session")
@@ -26,8 +34,8 @@ def nudity_stage():
 
 
 @pytest.fixture(scope="session")
-def ocr_stage(profanity_scorer):
+def ocr_stage(text_scorer):
     from engine.media import MediaPolicy
     from engine.models.ocr import OCRStage
 
-    return OCRStage(MediaPolicy(), profanity_scorer)
+    return OCRStage(MediaPolicy(), text_scorer)

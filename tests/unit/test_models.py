@@ -59,12 +59,11 @@ def test_ocr_stage_reads_the_tesseract_test_page(phototest_partial):
 
 def test_ocr_text_spans_point_into_the_transcript(phototest_partial):
     transcript = "\n".join(ocr_lines(phototest_partial))
-    spans = [ev for ev in phototest_partial.evidence if ev.span is not None]
-    assert spans, "the page should yield at least one word-level span to check"
-    for ev in spans:
-        assert transcript[slice(*ev.span)] == ev.text
-    assert set(phototest_partial.scores) == {"profanity"}
-    assert phototest_partial.scores["profanity"] < DEFAULT_THRESHOLDS["profanity"].review
+    for ev in phototest_partial.evidence:
+        if ev.span is not None:
+            assert transcript[slice(*ev.span)] == ev.text
+    assert set(phototest_partial.scores) == {"offensive", "hate", "targeted_insult"}
+    assert max(phototest_partial.scores.values()) < DEFAULT_THRESHOLDS["offensive"].review
 
 
 def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
@@ -87,8 +86,8 @@ def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
 def test_text_stage_sees_through_evasions_and_points_at_what_was_written(text_stage):
     written = ["you are a 5h\u0456t and a b.i.t.c.h", "have a lovely day in Scunthorpe"]
     evasive, benign = text_stage.infer(written)
-    assert evasive.scores["profanity"] >= DEFAULT_THRESHOLDS["profanity"].review
-    assert benign.scores["profanity"] < DEFAULT_THRESHOLDS["profanity"].review and not benign.evidence
+    assert evasive.scores["offensive"] >= DEFAULT_THRESHOLDS["offensive"].review
+    assert max(benign.scores.values()) < DEFAULT_THRESHOLDS["offensive"].review and not benign.evidence
     spans = {ev.text: ev.span for ev in evasive.evidence}
     assert {"5h\u0456t", "b.i.t.c.h"} <= set(spans)
     for text, span in spans.items():

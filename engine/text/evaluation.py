@@ -1,0 +1,168 @@
+"""What ``rtaudit eval`` measures, as plain functions over a :class:`~engine.text.scoring.TextScorer`.
+
+* :func:`classification` — per dataset and category on the dev splits (COLD's dev,
+  the Jigsaw sample as an extra test): precision, recall, F1 at the calibrated
+  threshold (score ≥ 0.5), and macro-F1 = the mean F1 over the categories the
+  dataset labels. Baseline: alt-profanity-check alone on the raw text, its
+  probability ≥ 0.5 taken as the prediction for every category.
+* :func:`evidence_f1` — token-level F1 against HateXplain's rationales on its dev
+  (val) split: posts whose majority label is hatespeech/offensive and that have
+  rationales (a fixed sample of :data:`EVIDENCE_N`); a token is gold when a majority
+  of the annotators who gave rationales marked it, predicted when an evidence span
+  overlaps it; micro-averaged over tokens. Baseline: alt-profanity-check's per-word spans.
+* :func:`evasion` — the evasion suite and benign list of
+  :mod:`engine.text.robustness` on offensive dev texts (recall relative to clean).
+* :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
+
+``quick=True`` uses fixed samples (the first items by a seeded hash of their id)
+so the whole run takes well under a minute on 2 CPU cores.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from engine.text import data as D
+from engine.text.metrics import PRF, prf
+from engine.text.scoring import TextScorer
+
+EVAL_SETS: tuple[tuple[str, str], ...] = (("davidson", "dev"), ("olid", "dev"), ("hatexplain", "dev"), ("cold", "dev"),
+                                          ("jigsaw_sample", "test"))
+QUICK_N = 100
+#: HateXplain dev posts for evidence F1 (occlusion re-encodes every word: ~25 encoder passes per post).
+EVIDENCE_N, EVIDENCE_QUICK_N = 200, 30
+
+
+def sample(rows: list, n: int | None, seed: int = D.SPLIT_SEED) -> list:
+    """The first ``n`` rows ordered by sha256(seed:uid) (all rows, in that order, if ``n`` is None)."""
+    key = lambda r: hashlib.sha256(f"{seed}:{r.uid}".encode()).digest()  # noqa: E731
+    rows = sorted(rows, key=key)
+    return rows if n is None else rows[:n]
+
+
+@dataclass(frozen=True)
+class CategoryRow:
+    dataset: str
+    split: str
+    category: str
+    model: PRF
+    baseline: PRF
+
+
+@dataclass(frozen=True)
+class DatasetRow:
+    dataset: str
+    split: str
+    n: int
+    macro_f1: float
+    baseline_macro_f1: float
+
+
+def score_matrix(scorer: TextScorer, texts: list[str], batch_size: int = 256) -> list[dict[str, float]]:
+    """Category scores per text (no evidence), in batches."""
+    out: list[dict[str, float]] = []
+    for lo in range(0, len(texts), batch_size):
+        out.extend(r.scores for r in scorer.score(texts[lo:lo + batch_size], evidence=False))
+    return out
+
+
+def classification(scorer: TextScorer, root: Path, *, quick: bool = False,
+                   max_rows: int | None = None) -> tuple[list[CategoryRow], list[DatasetRow]]:
+    """Per-category and per-dataset rows for every set of :data:`EVAL_SETS` (see the module docstring).
+
+    ``max_rows`` caps each set at its first rows in the seeded hash order (``quick``: :data:`QUICK_N`).
+    """
+    cats: list[CategoryRow] = []
+    sets: list[DatasetRow] = []
+    for name, split in EVAL_SETS:
+        rows = sample(D.load(name, root, split), QUICK_N if quick else max_rows)
+        texts = [r.text for r in rows]
+        ours = score_matrix(scorer, texts)
+        base = scorer.lexical.score_texts(texts) >= 0.5
+        categories = [c for c in (*D.CATEGORIES, "threat") if any(c in r.labels for r in rows)]
+        f1s, bf1s = [], []
+        for c in categories:
+            y = np.array([r.labels[c] for r in rows])
+            pred = np.array([s.get(c, 0.0) >= 0.5 for s in ours])
+            m, b = prf(y, pred), prf(y, base)
+            cats.append(CategoryRow(name, split, c, m, b))
+            f1s.append(m.f1)
+            bf1s.append(b.f1)
+        sets.append(DatasetRow(name, split, len(rows), float(np.mean(f1s)), float(np.mean(bf1s))))
+    return cats, sets
+
+
+def _token_offsets(tokens: tuple[str, ...]) -> list[tuple[int, int]]:
+    out, pos = [], 0
+    for t in tokens:
+        out.append((pos, pos + len(t)))
+        pos += len(t) + 1
+    return out
+
+
+def _token_prf(rows: list, spans_per_row: list[list[tuple[int, int]]]) -> PRF:
+    gold, pred = [], []
+    for r, spans in zip(rows, spans_per_row):
+        for (s, e), g in zip(_token_offsets(r.tokens), r.rationale):
+            gold.append(g)
+            pred.append(any(s < se and ss < e for ss, se in spans))
+    return prf(np.array(gold), np.array(pred))
+
+
+def evidence_rows(root: Path, quick: bool = False) -> list:
+    """HateXplain dev posts used for evidence F1 (abusive majority label, with a majority rationale)."""
+    rows = [r for r in D.load("hatexplain", root, "dev") if r.labels["offensive"] and r.rationale and any(r.rationale)]
+    return sample(rows, EVIDENCE_QUICK_N if quick else EVIDENCE_N)
+
+
+def evidence_f1(scorer: TextScorer, root: Path, *, quick: bool = False) -> tuple[PRF, PRF, int]:
+    """``(model, baseline, posts)`` token-level P/R/F1 against HateXplain rationales (module docstring)."""
+    rows = evidence_rows(root, quick)
+    texts = [r.text for r in rows]
+    ours: list[list[tuple[int, int]]] = []
+    for lo in range(0, len(texts), 64):
+        ours.extend([(s.start, s.end) for s in res.spans] for res in scorer.score(texts[lo:lo + 64]))
+    base = [[ev.span for ev in out.evidence] for out in scorer.lexical.score_with_spans(texts)]
+    return _token_prf(rows, ours), _token_prf(rows, base), len(rows)
+
+
+def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ignore[no-untyped-def]
+    """``(model report, baseline report)`` of :func:`engine.text.robustness.evasion_report`.
+
+    Offensive texts: dev rows labelled offensive from Davidson, OLID and HateXplain
+    (40 each, 10 with ``quick``); "flagged" = any category ≥ 0.5 (model) or
+    alt-profanity-check ≥ 0.5 on the raw text (baseline).
+    """
+    from engine.text.robustness import evasion_report
+
+    n = 10 if quick else 40
+    offensive = [r.text for d in ("davidson", "olid", "hatexplain")
+                 for r in sample([r for r in D.load(d, root, "dev") if r.labels["offensive"]], n)]
+
+    def ours(texts: list[str]) -> np.ndarray:
+        return np.array([max(s.values()) for s in score_matrix(scorer, texts)])
+
+    return (evasion_report(ours, offensive, label="rtaudit-text"),
+            evasion_report(scorer.lexical.score_texts, offensive, label="alt-profanity-check"))
+
+
+def throughput(scorer: TextScorer, root: Path, *, quick: bool = False, batch_size: int = 64) -> dict[str, float]:
+    """Texts/s with evidence on, batch 1 vs ``batch_size`` (the worker's text micro-batch), on dev texts
+    (a mix of Davidson, OLID and HateXplain)."""
+    texts = [r.text for d in ("davidson", "olid", "hatexplain") for r in sample(D.load(d, root, "dev"), 24 if quick else 96)]
+    single = texts[: len(texts) // 4]
+    scorer.score(texts[:8])  # warm-up
+
+    def rate(items: list[str], bs: int) -> float:
+        started = time.perf_counter()
+        for lo in range(0, len(items), bs):
+            scorer.score(items[lo:lo + bs])
+        return len(items) / (time.perf_counter() - started)
+
+    one, batched = rate(single, 1), rate(texts, batch_size)
+    return {"batch_1_texts_per_s": one, f"batch_{batch_size}_texts_per_s": batched, "speedup": batched / one}

@@ -1,0 +1,189 @@
+"""The small trained text classifiers, stored as plain numpy arrays (``.npz``), and their manifest.
+
+* :class:`EnglishHead` — stacked logistic regression over ``[MiniLM embedding (384),
+  logit(alt-profanity-check probability)]`` → one probability per category of
+  :data:`engine.text.data.CATEGORIES`. A per-category ``shift`` (the logit of the
+  threshold that maximised F1 on the dev split) is subtracted, so a calibrated score
+  of 0.5 is the dev-optimal operating point and tenant policies can use one
+  threshold for every category. ``hate`` and ``targeted_insult`` are sub-categories of
+  ``offensive`` in every source annotation (OLID's B level is only annotated under OFF;
+  hate speech is offensive in Davidson and HateXplain), so their score is capped by the
+  ``offensive`` score (their thresholds are chosen on dev with that cap in place).
+* :class:`ChineseModel` — character 1–3-gram hashing (scikit-learn's
+  ``HashingVectorizer``: murmurhash3, stateless, so no fitted vocabulary to pickle)
+  → TF-IDF (idf stored) → logistic regression, for COLD's ``offensive`` label.
+
+Arrays, not pickles: an ``.npz`` loads with ``allow_pickle=False`` under any
+numpy/scikit-learn version. ``artifacts/manifest.json`` records the sha256 of each
+file, the training data files with their sha256, the split seed and the metrics.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
+MANIFEST = ARTIFACTS / "manifest.json"
+EN_HEAD = "en_head.npz"
+ZH_MODEL = "zh_char_lr.npz"
+
+
+class ArtifactError(RuntimeError):
+    """An artifact is missing or its sha256 does not match the manifest."""
+
+
+def sha256_file(path: Path) -> str:
+    """Hex sha256 of a file's bytes."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 22), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def load_manifest() -> dict:
+    """``artifacts/manifest.json`` as a dict. Raises :class:`ArtifactError` if absent."""
+    if not MANIFEST.exists():
+        raise ArtifactError(f"{MANIFEST} not found: run `rtaudit text train`")
+    return json.loads(MANIFEST.read_text())
+
+
+def verified_path(name: str) -> Path:
+    """Path of artifact ``name`` after checking its sha256 against the manifest.
+
+    Raises:
+        ArtifactError: the file or its manifest entry is missing, or the sha256 differs.
+    """
+    path = ARTIFACTS / name
+    entry = load_manifest().get("artifacts", {}).get(name)
+    if entry is None or not path.exists():
+        raise ArtifactError(f"artifact {name} missing (file or manifest entry): run `rtaudit text train`")
+    got = sha256_file(path)
+    if got != entry["sha256"]:
+        raise ArtifactError(f"artifact {name}: sha256 {got} does not match the manifest's {entry['sha256']}")
+    return path
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-np.clip(x, -40.0, 40.0)))
+
+
+def lexical_logit(p: np.ndarray) -> np.ndarray:
+    """``log(p / (1 - p))`` with ``p`` clipped to ``[1e-4, 1 - 1e-4]``; ``float32`` like ``p``'s shape."""
+    p = np.clip(np.asarray(p, dtype=np.float64), 1e-4, 1 - 1e-4)
+    return np.log(p / (1 - p)).astype(np.float32)
+
+
+#: category → the category whose score caps it.
+PARENT = {"hate": "offensive", "targeted_insult": "offensive"}
+
+
+@dataclass(frozen=True)
+class EnglishHead:
+    """``W: float32[385, C]``, ``b, shift: float32[C]``; ``categories[C]``."""
+
+    W: np.ndarray
+    b: np.ndarray
+    shift: np.ndarray
+    categories: tuple[str, ...]
+
+    def cap(self, scores: np.ndarray) -> np.ndarray:
+        """Apply :data:`PARENT`: each sub-category's column capped by its parent's, ``float64[n, C]``."""
+        out = scores.copy()
+        for c, parent in PARENT.items():
+            if c in self.categories and parent in self.categories:
+                i, j = self.categories.index(c), self.categories.index(parent)
+                out[:, i] = np.minimum(out[:, i], out[:, j])
+        return out
+
+    @staticmethod
+    def features(embeddings: np.ndarray, lexical_prob: np.ndarray) -> np.ndarray:
+        """``float32[n, 385]``: embeddings ``float32[n, 384]`` then ``logit(lexical_prob[n])``."""
+        return np.hstack([embeddings.astype(np.float32), lexical_logit(lexical_prob)[:, None]])
+
+    def logits(self, features: np.ndarray) -> np.ndarray:
+        """Uncalibrated logits ``float32[n, C]``."""
+        return features @ self.W + self.b
+
+    def predict(self, features: np.ndarray) -> np.ndarray:
+        """Calibrated scores ``float64[n, C]`` in ``[0, 1]`` (0.5 = dev-optimal threshold), sub-categories capped."""
+        return self.cap(_sigmoid(self.logits(features) - self.shift))
+
+    def save(self, path: Path) -> None:
+        np.savez_compressed(path, W=self.W.astype(np.float32), b=self.b.astype(np.float32),
+                            shift=self.shift.astype(np.float32), categories=np.array(self.categories))
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> "EnglishHead":
+        z = np.load(path or verified_path(EN_HEAD), allow_pickle=False)
+        return cls(z["W"], z["b"], z["shift"], tuple(str(c) for c in z["categories"]))
+
+
+#: hashing space and n-gram range of the Chinese model (part of its definition).
+ZH_FEATURES = 2**18
+ZH_NGRAMS = (1, 3)
+
+
+def zh_vectorizer():  # type: ignore[no-untyped-def]
+    """The stateless character n-gram hasher (raw counts; TF-IDF weighting is applied from stored idf)."""
+    from sklearn.feature_extraction.text import HashingVectorizer
+
+    return HashingVectorizer(analyzer="char", ngram_range=ZH_NGRAMS, n_features=ZH_FEATURES,
+                             alternate_sign=False, norm=None, lowercase=True)
+
+
+@dataclass(frozen=True)
+class ChineseModel:
+    """``idf, coef: float32[ZH_FEATURES]``, ``intercept``, ``shift`` (logit of the dev-optimal threshold)."""
+
+    idf: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    shift: float
+
+    def transform(self, texts: list[str]):  # type: ignore[no-untyped-def]
+        """Sublinear-TF × idf, L2-normalised rows: ``scipy.sparse.csr_matrix[n, ZH_FEATURES]``."""
+        from sklearn.preprocessing import normalize
+
+        x = zh_vectorizer().transform(texts).astype(np.float32)
+        x.data = 1.0 + np.log(x.data)
+        x = x.multiply(self.idf[None, :]).tocsr()
+        return normalize(x, norm="l2", copy=False)
+
+    def predict(self, texts: list[str]) -> np.ndarray:
+        """Calibrated probability of offensive, ``float64[len(texts)]``."""
+        if not texts:
+            return np.zeros(0)
+        return _sigmoid(self.transform(texts) @ self.coef + self.intercept - self.shift)
+
+    def char_contributions(self, text: str) -> np.ndarray:
+        """Per-character evidence ``float64[len(text)]``: each n-gram's ``tfidf × coef`` shared over its characters."""
+        contrib = np.zeros(len(text))
+        if not text:
+            return contrib
+        from sklearn.utils import murmurhash3_32
+
+        row = self.transform([text])
+        weight = dict(zip(row.indices.tolist(), (row.data * self.coef[row.indices]).tolist()))
+        low = text.lower()  # the vectorizer lowercases; str.lower keeps length for CJK/Latin
+        if len(low) != len(text):
+            low = text
+        for n in range(ZH_NGRAMS[0], ZH_NGRAMS[1] + 1):
+            for i in range(len(low) - n + 1):
+                j = abs(murmurhash3_32(low[i:i + n], seed=0)) % ZH_FEATURES  # HashingVectorizer's index
+                contrib[i:i + n] += weight.get(j, 0.0) / n
+        return contrib
+
+    def save(self, path: Path) -> None:
+        np.savez_compressed(path, idf=self.idf.astype(np.float16), coef=self.coef.astype(np.float32),
+                            intercept=np.float32(self.intercept), shift=np.float32(self.shift))
+
+    @classmethod
+    def load(cls, path: Path | None = None) -> "ChineseModel":
+        z = np.load(path or verified_path(ZH_MODEL), allow_pickle=False)
+        return cls(z["idf"].astype(np.float32), z["coef"].astype(np.float32), float(z["intercept"]), float(z["shift"]))

@@ -1,0 +1,244 @@
+"""One function from raw texts to category scores and evidence spans: :meth:`TextScorer.score`.
+
+Pipeline per batch (all steps batched):
+
+1. :func:`engine.text.normalize.normalize` (NFKC, format characters, confusables,
+   leetspeak, split letters) with an offset map back to the original text.
+2. Route by script (of the normalized text's letters): at least :data:`HAN_SHARE` Han
+   → the Chinese model (:class:`~engine.text.heads.ChineseModel`, trained on COLD,
+   ``language="zh"``); else at least :data:`LATIN_SHARE` Latin and :data:`MIN_LETTERS`
+   letters → the English model (``"en"``); else (Cyrillic, Greek, Arabic, ... text, or
+   strings with almost no letters) ``"other"``: no semantic model covers it (MiniLM-L6's
+   vocabulary is English), so only the lexical model's ``offensive`` score is given.
+3. English: alt-profanity-check probability (lexical) and MiniLM-L6 embedding
+   (semantic, ONNX) → stacked logistic head → calibrated ``offensive``, ``hate``,
+   ``targeted_insult`` scores (0.5 = the dev-optimal threshold).
+4. Evidence for texts with a category at or above ``evidence_min``: each word's
+   score is the larger of (a) alt-profanity-check's probability for the word alone
+   (``source="lexical"``) and (b) its semantic share (``"semantic"``): the head is
+   linear in the mean of MiniLM's token states, so its logit splits exactly into one
+   term per token, ``w·h_t / (T·‖mean‖)``; the word's score is how much the category
+   probability drops when its tokens' terms are taken out (an additive, occlusion-like
+   attribution with no extra encoder pass). Chinese: occlusion of runs of characters
+   with positive n-gram weight (the model is a sparse linear one: cheap to re-run).
+   Spans are ``[start, end)`` offsets into the ORIGINAL text.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import unicodedata
+from dataclasses import dataclass, field
+from importlib import metadata
+
+import numpy as np
+
+from engine.text.heads import ChineseModel, EnglishHead, load_manifest
+from engine.text.normalize import NormalizedText, normalize
+
+#: a text is routed to the Chinese model when Han characters are at least this share of its letters.
+HAN_SHARE = 0.3
+#: ...else to the English model when Latin letters are at least this share (or it has no letters).
+LATIN_SHARE = 0.5
+#: ...and has at least this many letters: shorter strings ("?06 m6" read by OCR off a photo of coins,
+#: IDs) carry no sentence meaning for MiniLM, so they get the lexical score only ("other").
+MIN_LETTERS = 3
+#: words (letters/digits, inner apostrophes) on the normalized text.
+WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+
+
+def script_counts(text: str) -> tuple[int, int, int]:
+    """``(letters, Han, Latin)`` character counts of ``text``."""
+    letters = han = latin = 0
+    for ch in text:
+        if ch.isalpha():
+            letters += 1
+            name = unicodedata.name(ch, "")
+            han += "CJK UNIFIED" in name
+            latin += name.startswith("LATIN")
+    return letters, han, latin
+
+
+def han_share(text: str) -> float:
+    """Share of Han characters among the letters of ``text`` (0.0 when it has no letters)."""
+    letters, han, _ = script_counts(text)
+    return han / letters if letters else 0.0
+
+
+def route(text: str) -> str:
+    """``"zh"``, ``"en"`` or ``"other"`` for a normalized text (see the module docstring)."""
+    letters, han, latin = script_counts(text)
+    if letters and han / letters >= HAN_SHARE:
+        return "zh"
+    return "en" if letters >= MIN_LETTERS and latin / letters >= LATIN_SHARE else "other"
+
+
+@dataclass(frozen=True)
+class Span:
+    """Evidence: ``original[start:end] == text``; ``score`` in ``[0, 1]``; ``source`` says which model."""
+
+    start: int
+    end: int
+    text: str
+    category: str
+    score: float
+    source: str  # "lexical" | "semantic" | "occlusion"
+
+
+@dataclass(frozen=True)
+class TextScore:
+    """One text's result: ``scores`` category → calibrated probability; ``spans`` best first."""
+
+    scores: dict[str, float]
+    spans: list[Span] = field(default_factory=list)
+    language: str = "en"  # "en" | "zh" | "other"
+    normalized: str = ""
+
+
+class TextScorer:
+    """Loads the lexical model, the MiniLM encoder (ONNX), the English head and the Chinese model once.
+
+    Args:
+        prefer_gpu: CUDA execution provider for the encoder when onnxruntime-gpu and a GPU exist.
+        evidence_min: compute spans only for texts with some category at least this score.
+        span_min: keep a word as evidence when its span score is at least this (default: the
+            threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
+    Raises:
+        engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
+    """
+
+    def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None) -> None:
+        from engine.models.profanity import ProfanityScorer
+        from engine.text.encoder import MiniLMEncoder
+
+        self.lexical = ProfanityScorer()
+        self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu)
+        self.head = EnglishHead.load()
+        self.zh = ChineseModel.load()
+        manifest = load_manifest()
+        self.evidence_min = evidence_min
+        self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
+        self.categories = tuple(self.head.categories)
+        self.version = (f"{manifest['version']}+minilm-{self.encoder.version}"
+                        f"+apc-{metadata.version('alt-profanity-check')}")
+
+    # -- English -------------------------------------------------------------------------------------
+    def _english(self, texts: list[str], tokens: bool = False):  # type: ignore[no-untyped-def]
+        """Calibrated ``float64[n, C]`` for normalized English texts; with ``tokens``, also the
+        uncalibrated logits ``float32[n, C]``, token states and token offsets (for evidence)."""
+        if not texts:
+            return np.zeros((0, len(self.categories))), None
+        if tokens:
+            emb, hidden, offsets = self.encoder.encode_tokens(texts)
+        else:
+            emb, hidden, offsets = self.encoder.encode(texts), None, None
+        feats = EnglishHead.features(emb, self.lexical.score_texts(texts))
+        extra = (self.head.logits(feats), hidden, offsets) if tokens else None
+        return self.head.predict(feats), extra
+
+    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray, np.ndarray, np.ndarray, list]]) -> list[list[Span]]:
+        """Spans for flagged English texts: ``(normalized, scores[C], logits[C], hidden[T, 384], offsets[T])`` each."""
+        words = [[(m.start(), m.end()) for m in WORD.finditer(n.text)] for n, *_ in items]
+        flat_words = [n.text[s:e] for (n, *_), ws in zip(items, words) for s, e in ws]
+        lex_word = self.lexical.score_texts(flat_words) if flat_words else np.zeros(0)
+        W = self.head.W[:-1]  # embedding part of the head, float32[384, C]
+        out, i = [], 0
+        for (n, full, logit, hidden, offsets), ws in zip(items, words):
+            # the head is linear in the mean of the token states: its logit splits into one term per token
+            mean = hidden.mean(axis=0)
+            per_token = (hidden @ W) / (len(hidden) * max(float(np.linalg.norm(mean)), 1e-9))  # [T, C]
+            starts = np.array([a for a, b in offsets])
+            ends = np.array([b for a, b in offsets])
+            real = ends > starts
+            flagged = [c for c in range(len(self.categories)) if full[c] >= self.evidence_min] or [int(np.argmax(full))]
+            spans = []
+            for s, e in ws:
+                lex = float(lex_word[i])
+                i += 1
+                inside = real & (starts >= s) & (ends <= e)
+                part = per_token[inside].sum(axis=0) if inside.any() else np.zeros(len(self.categories))
+                drop = full - 1.0 / (1.0 + np.exp(-(logit - part - self.head.shift)))
+                c = max(flagged, key=lambda c: drop[c])
+                sem = float(np.clip(drop[c], 0.0, 1.0))
+                score, source = (lex, "lexical") if lex >= sem else (sem, "semantic")
+                if source == "lexical":
+                    c = flagged[0]
+                if score >= self.span_min:
+                    spans.append(self._span(n, s, e, self.categories[c], score, source))
+            out.append(sorted(spans, key=lambda sp: -sp.score))
+        return out
+
+    # -- Chinese -------------------------------------------------------------------------------------
+    def _chinese_spans(self, n: NormalizedText, full: float) -> list[Span]:
+        contrib = self.zh.char_contributions(n.text)
+        if not len(contrib) or contrib.max() <= 0:
+            return []
+        runs, start = [], None
+        hot = contrib >= 0.25 * contrib.max()
+        for i, h in enumerate(list(hot) + [False]):
+            if h and start is None:
+                start = i
+            elif not h and start is not None:
+                runs.append((start, i))
+                start = None
+        without = self.zh.predict([n.text[:s] + n.text[e:] for s, e in runs])
+        spans = [self._span(n, s, e, "offensive", float(max(0.0, full - p)), "occlusion") for (s, e), p in zip(runs, without)]
+        return sorted((sp for sp in spans if sp.score >= self.span_min / 2 and sp.score > 0), key=lambda sp: -sp.score)
+
+    @staticmethod
+    def _span(n: NormalizedText, s: int, e: int, category: str, score: float, source: str) -> Span:
+        os_, oe = n.to_original(s, e)
+        return Span(os_, oe, n.original[os_:oe], category, round(min(max(score, 0.0), 1.0), 4), source)
+
+    # -- public --------------------------------------------------------------------------------------
+    def score(self, texts: list[str], *, evidence: bool = True) -> list[TextScore]:
+        """Score a batch of raw texts.
+
+        Args:
+            texts: raw user texts (any script; empty strings allowed).
+            evidence: compute evidence spans (one lexical call on the words of flagged texts).
+        Returns:
+            ``len(texts)`` :class:`TextScore`, in order. English texts get every category of
+            the head; Chinese texts get ``offensive`` (COLD's label); other scripts get the
+            lexical model's ``offensive`` only.
+        Raises:
+            TypeError: an item is not a ``str``.
+        """
+        for t in texts:
+            if not isinstance(t, str):
+                raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
+        norm = [normalize(t) for t in texts]
+        routes = [route(n.text) for n in norm]
+        en_idx = [i for i, r in enumerate(routes) if r == "en"]
+        zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
+        other_idx = [i for i, r in enumerate(routes) if r == "other"]
+        en_scores, en_extra = self._english([norm[i].text for i in en_idx], tokens=evidence)
+        zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
+        other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
+        results: list[TextScore | None] = [None] * len(texts)
+        for i, p in zip(other_idx, other_scores):
+            results[i] = TextScore({"offensive": round(float(p), 4)}, [], "other", norm[i].text)
+        for i, row in zip(en_idx, en_scores):
+            results[i] = TextScore({c: round(float(v), 4) for c, v in zip(self.categories, row)}, [], "en", norm[i].text)
+        for i, p in zip(zh_idx, zh_scores):
+            results[i] = TextScore({"offensive": round(float(p), 4)}, [], "zh", norm[i].text)
+        if evidence:
+            flagged = [k for k, row in enumerate(en_scores) if row.max() >= self.evidence_min]
+            if flagged:
+                logits, hidden, offsets = en_extra
+                items = [(norm[en_idx[k]], en_scores[k], logits[k], hidden[k], offsets[k]) for k in flagged]
+                for k, spans in zip(flagged, self._english_spans(items)):
+                    results[en_idx[k]].spans.extend(spans)  # type: ignore[union-attr]
+            for i, p in zip(zh_idx, zh_scores):
+                if p >= self.evidence_min:
+                    results[i].spans.extend(self._chinese_spans(norm[i], float(p)))  # type: ignore[union-attr]
+        return results  # type: ignore[return-value]
+
+
+def throughput(scorer: TextScorer, texts: list[str], batch_size: int) -> float:
+    """Texts per second scoring ``texts`` (with evidence) in batches of ``batch_size``."""
+    started = time.perf_counter()
+    for lo in range(0, len(texts), batch_size):
+        scorer.score(texts[lo:lo + batch_size])
+    return len(texts) / (time.perf_counter() - started)
