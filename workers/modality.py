@@ -160,7 +160,6 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     app, settings = make_app(role)
     topic_names = {lane: lane_topic(modality, lane) for lane in LANE_NAMES}
     lanes_by_topic: dict[str, LaneName] = {name: lane for lane, name in topic_names.items()}
-    scores = raw_topic(app, SCORES)
     dead_letters = DeadLetters(app, role)
     stage = LazyStage(factory, settings)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
@@ -209,10 +208,13 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
 
     async def emit(batch: Batch[Work], works: list[Work], result: BatchResult) -> None:
         """Hand each partial (and DLQ record) of an inferred batch to the producer, then ack its record."""
+        producer = app.producer
         lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
         failures = dict(result.failures)
         for i, (work, partial) in enumerate(zip(works, result.partials)):
-            await scores.send(key=partial.request_id.encode(), value=encode(partial))
+            # straight to the producer: Faust's Topic.send adds a FutureMessage, sensors and a
+            # callback per record; flush-before-commit covers either path the same way
+            await producer.send(SCORES, partial.request_id.encode(), encode(partial), None, None, None)
             metrics.PARTIALS.labels(role, partial.status).inc()
             if partial.status == "expired":
                 tenant = metrics.tenant_label(partial.tenant_id, known_tenants)
