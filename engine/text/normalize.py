@@ -67,11 +67,12 @@ something):
     ``$`` folds in a run with letters (``$hit``, ``a$$``), ``@`` too, except
     that a run starting with ``@`` is a handle and left alone unless it has a
     ``$`` or ``!`` (``@user``, ``@MLB``, ``@Royceda59`` stay, and so do ``@ss`` and
-    ``@55h0le``; ``@$$hole`` folds), ``!`` only alone
+    ``@55h0le``; ``@$$hole`` folds); a whole handle token (``@`` then word characters,
+    underscores included: ``@g_anderson4``) is exempt, ``!`` only alone
     between two characters of the run (``sh!t``; ``hello!`` and ``wow!!``
     stay). URLs, e-mail addresses and ID-like codes (segments joined by
     ``-/_.:`` with a number of two or more digits: ``5H1T-4477-B``,
-    ``2023-CV-00451``) are exempt from ``split_letters`` and ``leet``.
+    ``2023-CV-00451``) and @handles are exempt from ``split_letters`` and ``leet``.
 
 The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
@@ -314,6 +315,9 @@ _RUN = re.compile(r"(?:[^\W_]|[$@!])+")
 _LEET_CHAR = re.compile(r"[0-9$@!]")
 _UNIT_RE = re.compile(_UNIT)
 _CODE = re.compile(r"[a-z0-9]+(?:[-/_.:][a-z0-9]+)+")
+#: A whole @handle (``@g_anderson4``, ``@Royceda59``): ``@`` not glued to a word, then word characters
+#: (underscore included), not running into ``$``/``@`` or a ``!`` inside a word (``@$$hole``, ``@sh!t`` are not handles).
+_HANDLE = re.compile(r"(?<![\w@$!])@\w+(?![\w$@]|!\w)")
 
 
 def _is_code(token: str) -> bool:
@@ -346,7 +350,7 @@ def _protected_from(token: str) -> int | None:
 
 
 def _protected(s: str) -> list[bool]:
-    """Per character: inside a URL, an e-mail address or an ID-like code (no ``split_letters``, no ``leet``).
+    """Per character: inside a URL, an e-mail address, an @handle or an ID-like code (no ``split_letters``, no ``leet``).
 
     Token by token with string operations, so it stays linear on hostile input.
     """
@@ -356,6 +360,8 @@ def _protected(s: str) -> list[bool]:
         start = 0 if _is_code(token) else _protected_from(token)
         if start is not None:
             mask[m.start() + start : m.end()] = [True] * (m.end() - m.start() - start)
+    for m in _HANDLE.finditer(s):
+        mask[m.start() : m.end()] = [True] * (m.end() - m.start())
     return mask
 
 

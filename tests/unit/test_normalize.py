@@ -189,6 +189,23 @@ def test_urls_and_emails_are_left_to_the_models(text, seen):
 
 
 @pytest.mark.parametrize(
+    ("text", "seen"),
+    [
+        ("@g_anderson4 thanks", "@g_anderson4 thanks"),  # was '@g_andersona': the run after '_' was leet-folded
+        ("cc @a_b_c and @x_1_3", "cc @a_b_c and @x_1_3"),  # no split_letters or leet inside a handle
+        ("thanks @dan_b1tch3r!", "thanks @dan_b1tch3r!"),
+        ("@g_anderson4 is a b1tch", "@g_anderson4 is a bitch"),  # the rest of the text still folds
+        ("@$$hole", "asshole"),  # not a handle: '$' right after '@'
+        ("@sh!t", "ashit"),  # not a handle: '!' inside the word
+    ],
+)
+def test_handles_are_exempt_as_whole_tokens(text, seen):
+    n = normalize(text)
+    assert n.text == seen
+    assert len(n.offsets) == len(n.text)
+
+
+@pytest.mark.parametrize(
     "hostile",
     [
         "1" * 50_000,

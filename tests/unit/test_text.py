@@ -126,3 +126,23 @@ def test_quality_floor_on_a_dev_sample(text_scorer, data_dir, dataset):
     cats = [c for c in D.CATEGORIES if any(c in r.labels for r in rows)]
     f1 = np.mean([prf(np.array([r.labels[c] for r in rows]), np.array([s.get(c, 0.0) >= 0.5 for s in scores])).f1 for c in cats])
     assert f1 >= QUALITY_FLOORS[dataset], (dataset, f1)
+
+
+def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
+    from engine.text.train import balanced_weights
+
+    y = np.array([1] * 77 + [0] * 23 + [1] * 10 + [0] * 20)
+    groups = np.array(["davidson"] * 100 + ["olid"] * 30)
+    w = balanced_weights(y, groups)
+    cells = [w[(groups == g) & (y == c)].sum() for g in ("davidson", "olid") for c in (0, 1)]
+    assert np.allclose(cells, len(y) / 4)
+    assert np.isclose(w.sum(), len(y))
+    # the weighted positive share is 0.5 in every dataset: no dataset's prior leaks into the intercept
+    for g in ("davidson", "olid"):
+        m = groups == g
+        assert np.isclose(w[m & (y == 1)].sum() / w[m].sum(), 0.5)
+
+
+def test_manifest_records_balanced_training_weights():
+    report = load_manifest()["artifacts"]["en_head.npz"]["report"]
+    assert all(report[c]["sample_weights"] == "balanced per (dataset, class)" for c in D.CATEGORIES)
