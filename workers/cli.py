@@ -311,6 +311,9 @@ def bench(
     if bad:
         raise typer.BadParameter(f"--stage must be among {', '.join(b.STAGES)}, got {bad}")
     profiles = tuple(profile) if profile else (() if quick else b.available_profiles())
+    unknown = [p for p in profiles if p not in b.available_profiles()]
+    if unknown:
+        raise typer.BadParameter(f"--profile must be among {', '.join(b.available_profiles())}, got {unknown}")
     opts = b.BenchOptions(
         stages=stages, mixed=(not quick) if mixed is None else mixed, naive=naive, lanes=lanes, profiles=profiles,
         quick=quick, out_dir=out, config=config.resolve() if config else None,

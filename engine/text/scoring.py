@@ -60,6 +60,25 @@ def script_counts(text: str) -> tuple[int, int, int]:
     return letters, han, latin
 
 
+#: a text not routed to the Chinese model still gets the Chinese model's ``offensive`` score on its
+#: Han characters when it has at least this many (mixed Chinese/English posts).
+MIN_HAN_MIXED = 2
+
+
+def _is_han(ch: str) -> bool:
+    return ch.isalpha() and "CJK UNIFIED" in unicodedata.name(ch, "")
+
+
+def han_view(n: NormalizedText) -> NormalizedText | None:
+    """The Han characters of ``n`` alone, with their offsets into the original, or ``None``
+    when it has fewer than :data:`MIN_HAN_MIXED` (so a Chinese insult in a mostly English
+    post is scored by the Chinese model instead of being diluted by the English part)."""
+    keep = [i for i, ch in enumerate(n.text) if _is_han(ch)]
+    if len(keep) < MIN_HAN_MIXED:
+        return None
+    return NormalizedText(n.original, "".join(n.text[i] for i in keep), tuple(n.offsets[i] for i in keep), n.steps)
+
+
 def han_share(text: str) -> float:
     """Share of Han characters among the letters of ``text`` (0.0 when it has no letters)."""
     letters, han, _ = script_counts(text)
@@ -205,6 +224,8 @@ class TextScorer:
         Raises:
             TypeError: an item is not a ``str``.
         """
+        if isinstance(texts, str):
+            raise TypeError("TextScorer.score expects a list of str, got one str")
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
@@ -223,6 +244,16 @@ class TextScorer:
             results[i] = TextScore({c: round(float(v), 4) for c, v in zip(self.categories, row)}, [], "en", norm[i].text)
         for i, p in zip(zh_idx, zh_scores):
             results[i] = TextScore({"offensive": round(float(p), 4)}, [], "zh", norm[i].text)
+        # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
+        # ``offensive`` wins
+        mixed = [(i, v) for i in en_idx + other_idx if (v := han_view(norm[i])) is not None]
+        mixed_scores = self.zh.predict([v.text for _, v in mixed]) if mixed else []
+        for (i, view), p in zip(mixed, mixed_scores):
+            res = results[i]
+            if p > res.scores.get("offensive", 0.0):  # type: ignore[union-attr]
+                res.scores["offensive"] = round(float(p), 4)  # type: ignore[union-attr]
+                if evidence and p >= self.evidence_min:
+                    res.spans.extend(self._chinese_spans(view, float(p)))  # type: ignore[union-attr]
         if evidence:
             flagged = [k for k, row in enumerate(en_scores) if row.max() >= self.evidence_min]
             if flagged:

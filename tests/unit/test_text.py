@@ -109,6 +109,16 @@ def test_chinese_is_routed_to_the_cold_model(text_scorer):
 def test_rejects_non_string_input(text_scorer):
     with pytest.raises(TypeError):
         text_scorer.score(["ok", None])  # type: ignore[list-item]
+    with pytest.raises(TypeError):
+        text_scorer.score("one string, not a list")  # type: ignore[arg-type]
+
+
+def test_chinese_insult_inside_an_english_post_is_scored_by_the_chinese_model(text_scorer):
+    texts = ["你这个傻逼 hello my friend, how are you today?", "thanks 谢谢 for the help, see you 明天"]
+    mixed, benign = text_scorer.score(texts)
+    assert mixed.language == "en" and mixed.scores["offensive"] >= 0.5
+    assert any(s.text == "傻逼" and texts[0][s.start:s.end] == s.text for s in mixed.spans), mixed.spans
+    assert benign.scores["offensive"] < 0.5
 
 
 #: macro-F1 floors on fixed 120-row dev samples: measured with the committed artifacts
