@@ -48,7 +48,7 @@ from workers.bench_inputs import (  # noqa: F401  (re-exported: the bench's publ
 )
 from workers.fleet import Fleet
 from workers.kafka import producer_config
-from workers.settings import PROFILES, Settings
+from workers.settings import PROFILES, Settings, usable_cores
 
 log = logging.getLogger(__name__)
 STAGES = ("text", "image", "ocr")
@@ -110,7 +110,7 @@ FULL_PLANS = {
     "mixed": StagePlan(30_000, 10.0, (0.2, 0.4, 0.6, 0.8, 1.0, 1.2), ()),
 }
 QUICK_PLANS = {
-    "text": StagePlan(1000, 2.0, (0.04, 0.12, 0.3), (0.6, 1.1)),
+    "text": StagePlan(1000, 2.0, (0.15, 0.5, 0.9), (0.6, 1.1)),
     "image": StagePlan(3000, 3.0, (0.3, 0.7, 1.0, 1.2), (0.5, 1.0, 1.2)),
     "ocr": StagePlan(30_000, 10.0, (0.5, 1.0, 1.3), (0.6, 1.2)),
     "mixed": StagePlan(30_000, 4.0, (0.3, 0.7, 1.0, 1.2), ()),
@@ -415,6 +415,7 @@ def settings_info(settings: Settings) -> dict[str, object]:
         "effective": settings.batch.effective().model_dump(mode="json"),
         "stages": {s: settings.batch.config(s).max_size for s in STAGES},
         "partitions": settings.partitions,
+        "inference_threads": settings.model_threads(),
         "kafka_profile": "local",
     }
 
@@ -456,9 +457,19 @@ class Bench:
     def limit(self, stage: str) -> Limit:
         if stage not in self.limits:
             seconds = self.opts.limit_s or {"text": 1.0, "image": 2.0, "ocr": 3.0}[stage] * (0.5 if self.opts.quick else 1.0)
-            self.say(f"limit: {stage} stage on in-memory batches (no Kafka)…")
+            threads = self.settings.model_threads()
+            self.say(f"limit: {stage} stage on in-memory batches (no Kafka), {threads} inference thread(s)…")
+            items = self.corpus.for_stage(stage)
             model_stage = load_stage(stage, self.settings)
-            self.limits[stage] = measure_limit(model_stage, self.corpus.for_stage(stage), largest_batch(self.settings, stage), seconds)
+            limit = measure_limit(model_stage, items, largest_batch(self.settings, stage), seconds, threads=threads)
+            del model_stage
+            cores = usable_cores()
+            if threads < cores and not self.opts.quick:
+                self.say(f"limit: {stage} stage with every core ({cores} threads), for reference…")
+                every = load_stage(stage, self.settings.model_copy(update={"inference_threads": cores}))
+                sizes = sorted({limit.best_size, limit.best_within(self.opts.plan(stage).slo_ms) or 1})
+                limit = replace(limit, every_core=(cores, measure_limit(every, items, max(sizes), seconds, sizes=sizes).per_size))
+            self.limits[stage] = limit
         return self.limits[stage]
 
     def task_stream(self, stage: str, topic: str, lane: str, label: str, slo_ms: float) -> Callable[[float], Stream]:

@@ -98,6 +98,11 @@ class Limit:
     stage: str
     model: str
     per_size: dict[int, float]
+    #: onnxruntime intra-op threads the stage ran with (the worker's own setting).
+    threads: int = 0
+    #: the same stage with one thread per usable core: ``(threads, {size: items/s})``, measured
+    #: at the best sizes only (a reference: the worker shares those cores with Kafka).
+    every_core: tuple[int, dict[int, float]] | None = None
 
     @property
     def best_size(self) -> int:
@@ -106,6 +111,20 @@ class Limit:
     @property
     def best_per_s(self) -> float:
         return self.per_size[self.best_size]
+
+    def batch_ms(self, size: int) -> float:
+        """Duration of one batch of ``size`` items, ms."""
+        return 1000.0 * size / self.per_size[size]
+
+    def best_within(self, slo_ms: float) -> int | None:
+        """The size with the best items/s among those whose batch takes at most ``slo_ms / 2``.
+
+        At saturation an item waits for the batch being inferred, then for its own: its
+        latency is at least two batch durations, so a larger batch cannot meet the SLO
+        however it is scheduled. ``None`` when even a batch of 1 is too slow.
+        """
+        fits = [s for s in self.per_size if 2 * self.batch_ms(s) <= slo_ms]
+        return max(fits, key=self.per_size.__getitem__) if fits else None
 
     @property
     def single_per_s(self) -> float:
@@ -121,9 +140,12 @@ def batch_sizes(max_size: int) -> list[int]:
     return sizes + [max_size]
 
 
-def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float) -> Limit:  # type: ignore[type-arg]
+def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float,  # type: ignore[type-arg]
+                  sizes: list[int] | None = None, threads: int = 0) -> Limit:
     """Run ``process_batch`` (prepare + infer, as the worker does) on batches of each size
-    for about ``seconds`` each (at least two batches, the first a warm-up); items/s per size."""
+    (``sizes``, default 1, 2, 4… ``max_size``) for about ``seconds`` each (at least two
+    batches, the first a warm-up); items/s per size. ``threads`` is recorded, not applied:
+    the stage was built with it."""
     name = stage.stage
     far = int(time.time() * 1000) + 3_600_000
     tasks = [
@@ -135,7 +157,7 @@ def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float)
         for i, it in enumerate(items * max(1, -(-max_size // len(items))))
     ]
     per_size: dict[int, float] = {}
-    for size in batch_sizes(max_size):
+    for size in sizes or batch_sizes(max_size):
         batch = tasks[:size]
         process_batch(stage, batch)
         done, started = 0, time.perf_counter()
@@ -143,4 +165,4 @@ def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float)
             process_batch(stage, batch)
             done += size
         per_size[size] = done / (time.perf_counter() - started)
-    return Limit(name, f"{stage.model.name} {stage.model.version}", per_size)
+    return Limit(name, f"{stage.model.name} {stage.model.version}", per_size, threads)

@@ -170,13 +170,16 @@ class ArrivalReader:
     def _run(self) -> None:
         while not self._stop.is_set():
             try:
-                msgs = self._consumer.consume(num_messages=1000, timeout=0.05)
+                # poll() returns as soon as one record is there; consume(n, timeout) would wait
+                # for n records or the whole timeout (measured: +25 ms P50 on every latency)
+                first = self._consumer.poll(0.05)
+                if first is None:
+                    continue
+                now = time.time()
+                msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
             except KafkaException as exc:  # broker gone at shutdown
                 log.debug("bench reader: %s", exc)
                 continue
-            if not msgs:
-                continue
-            now = time.time()
             with self._cond:
                 for msg in msgs:
                     if msg.error() or msg.key() is None:

@@ -12,7 +12,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from workers.bench import BenchRun, TargetResult, profile_summary
-from workers.bench_stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, throughput_within_p99
+from workers.bench_stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, saturated, throughput_within_p99
 
 #: the issue's targets.
 KNEE_VS_LIMIT = 0.9
@@ -26,13 +26,30 @@ def ratios(t: TargetResult) -> list[Ratio]:
     out: list[Ratio] = []
     knee = find_knee(t.worker, t.slo_ms)
     if t.limit is not None and t.profile is None:
+        lim, knee_rate = t.limit, (knee.achieved_per_s if knee else None)
+        every = ""
+        if lim.every_core is not None and lim.best_size in lim.every_core[1]:
+            every_rate = lim.every_core[1][lim.best_size]
+            every = (f"; every core ({lim.every_core[0]} threads): {_rate(every_rate)}/s, "
+                     f"knee / that {_fmt_ratio(safe_ratio(knee_rate, every_rate))}")
+        if knee is not None and not saturated(t.worker, t.slo_ms):
+            every += "; the worker never saturated (run ended first): the knee is a lower bound"
         out.append(Ratio(
-            t.name, "knee throughput / limit", safe_ratio(knee.achieved_per_s if knee else None, t.limit.best_per_s),
+            t.name, "knee throughput / limit", safe_ratio(knee_rate, lim.best_per_s),
             KNEE_VS_LIMIT, "at_least",
-            f"{_rate(knee.achieved_per_s) if knee else '-'}/s vs {_rate(t.limit.best_per_s)}/s at batch {t.limit.best_size}"
-            + (f" ({_rate(t.limit.per_size[t.max_batch])}/s at the worker's max batch {t.max_batch})"
-               if t.max_batch in t.limit.per_size and t.max_batch != t.limit.best_size else ""),
+            f"{_rate(knee_rate) if knee_rate else '-'}/s vs {_rate(lim.best_per_s)}/s at batch {lim.best_size}, "
+            f"{lim.threads} inference thread(s) as the worker"
+            + (f" ({_rate(lim.per_size[t.max_batch])}/s at the worker's max batch {t.max_batch})"
+               if t.max_batch in lim.per_size and t.max_batch != lim.best_size else "") + every,
         ))
+        fit = lim.best_within(t.slo_ms)
+        if fit is not None and fit != lim.best_size:
+            out.append(Ratio(
+                t.name, "knee throughput / limit within the SLO", safe_ratio(knee_rate, lim.per_size[fit]),
+                KNEE_VS_LIMIT, "at_least",
+                f"{_rate(lim.per_size[fit])}/s at batch {fit}, the best size whose batch ({lim.batch_ms(fit):.0f} ms) "
+                f"fits twice in the {t.slo_ms:.0f} ms SLO; batch {lim.best_size} takes {lim.batch_ms(lim.best_size):.0f} ms",
+            ))
     if t.naive:
         nk = find_knee(t.naive, t.slo_ms)
         at = throughput_within_p99(t.worker, nk.p99_ms) if nk else None
@@ -43,9 +60,11 @@ def ratios(t: TargetResult) -> list[Ratio]:
              + (f"{_rate(at.achieved_per_s)}/s at P99 {at.p99_ms:.0f} ms" if at else "never that fast")) if nk else "naive never kept up",
         ))
     if t.name.startswith("text") and t.at_70 is not None:
+        known = saturated(t.worker, t.slo_ms)  # else 70 % of a lower bound says nothing about capacity
         out.append(Ratio(
-            t.name, "P99 at 70% of capacity, ms", t.at_70.p99_ms, TEXT_P99_AT_70_MS, "at_most",
-            f"{_rate(t.at_70.offered_per_s)}/s offered, {t.at_70.sent} items",
+            t.name, "P99 at 70% of capacity, ms", t.at_70.p99_ms if known else None, TEXT_P99_AT_70_MS, "at_most",
+            f"{_rate(t.at_70.offered_per_s)}/s offered, {t.at_70.sent} items"
+            + ("" if known else f", P99 {t.at_70.p99_ms:.0f} ms at 70 % of a lower-bound knee: capacity not found"),
         ))
     hi = next((s for s in t.lanes if "hi lane" in s.target), None)
     lo = next((s for s in t.lanes if "lo lane" in s.target), None)
@@ -56,6 +75,10 @@ def ratios(t: TargetResult) -> list[Ratio]:
             + (f"; lo offered {_rate(lo.offered_per_s)}/s, served {_rate(lo.achieved_per_s)}/s" if lo else ""),
         ))
     return out
+
+
+def _fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
 
 
 def _rate(x: float) -> str:
@@ -83,15 +106,21 @@ def header_table(run: BenchRun) -> Table:
 
 
 def limit_table(run: BenchRun) -> Table:
-    t = Table("stage", "model", "items/s by batch size (process_batch, no Kafka)", "limit", title="the limit: the model stage alone")
+    t = Table("stage", "model", "threads", "items/s by batch size (process_batch, no Kafka)", "limit",
+              title="the limit: the model stage alone (threads: onnxruntime intra-op, as the worker runs it)")
     seen = set()
     for tr in run.targets:
         if tr.limit is None or tr.limit.stage in seen:
             continue
         seen.add(tr.limit.stage)
         lim = tr.limit
-        t.add_row(lim.stage, lim.model, "  ".join(f"{b}: {_rate(v)}" for b, v in lim.per_size.items()),
+        t.add_row(lim.stage, lim.model, str(lim.threads), "  ".join(f"{b}: {_rate(v)}" for b, v in lim.per_size.items()),
                   f"{_rate(lim.best_per_s)}/s @ {lim.best_size}")
+        if lim.every_core is not None:
+            threads, per_size = lim.every_core
+            best = max(per_size, key=per_size.__getitem__)
+            t.add_row(f"{lim.stage} (every core, reference)", "", str(threads),
+                      "  ".join(f"{b}: {_rate(v)}" for b, v in per_size.items()), f"{_rate(per_size[best])}/s @ {best}")
     return t
 
 
@@ -102,9 +131,9 @@ def steps_table(t: TargetResult) -> Table:
         "batch mean", "batches by size (le:n)", "CPU % of a core", "",
         title=escape(f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else "")),
     )
-    knees = {id(find_knee(t.worker, t.slo_ms)), id(find_knee(t.naive, t.slo_ms))}
+    knees = {id(find_knee(series, t.slo_ms)): saturated(series, t.slo_ms) for series in (t.worker, t.naive) if series}
     for s in [*t.worker, *([t.at_70] if t.at_70 else []), *t.lanes, *t.naive]:
-        mark = "◀ knee" if id(s) in knees else ""
+        mark = "" if id(s) not in knees else "◀ knee" if knees[id(s)] else "◀ knee ≥ (never saturated)"
         if s.send_lag_ms > 100:
             mark += f" gen late {s.send_lag_ms:.0f} ms"
         table.add_row(

@@ -205,6 +205,13 @@ def find_knee(steps: Sequence[StepResult], bound_ms: float, ratio: float = KEEP_
     return max(good, key=lambda s: s.offered_per_s, default=None)
 
 
+def saturated(steps: Sequence[StepResult], bound_ms: float, ratio: float = KEEP_UP_RATIO) -> bool:
+    """True when some step above the knee failed to keep up: the knee is the capacity. False
+    when every step kept up (the run ended first): the knee is only a lower bound."""
+    knee = find_knee(steps, bound_ms, ratio)
+    return any(not s.keeps_up(bound_ms, ratio) and (knee is None or s.offered_per_s > knee.offered_per_s) for s in steps)
+
+
 def peak_throughput(steps: Sequence[StepResult]) -> float:
     """The most items/s any step achieved (0 when there are none)."""
     return max((s.achieved_per_s for s in steps), default=0.0)

@@ -10,7 +10,11 @@ from workers.settings import Settings
 
 def stage_factory(settings: Settings) -> ModelStage:
     """The OCR stage this worker serves (also what ``rtaudit bench`` measures)."""
-    return OCRStage(settings.media.policy(), TextScorer(prefer_gpu=settings.prefer_gpu))
+    return OCRStage(
+        settings.media.policy(),
+        TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads()),
+        intra_op_threads=settings.model_threads(),
+    )
 
 
 app = modality_app("ocr", "image", stage_factory)

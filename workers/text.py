@@ -9,7 +9,7 @@ from workers.settings import Settings
 
 def stage_factory(settings: Settings) -> ModelStage:
     """The text stage this worker serves (also what ``rtaudit bench`` measures)."""
-    return TextStage(TextScorer(prefer_gpu=settings.prefer_gpu))
+    return TextStage(TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads()))
 
 
 app = modality_app("text", "text", stage_factory)

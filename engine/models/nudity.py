@@ -40,14 +40,14 @@ class NudityStage:
 
     stage = "image"
 
-    def __init__(self, media_policy: MediaPolicy, *, prefer_gpu: bool = True) -> None:
+    def __init__(self, media_policy: MediaPolicy, *, prefer_gpu: bool = True, intra_op_threads: int = 0) -> None:
         import nudenet
         from nudenet import NudeDetector
 
         path = os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx")
         self._detector = NudeDetector()
         # nudenet 3.4 ignores its providers argument: give it a session that may use CUDA.
-        self._detector.onnx_session = session(path, prefer_gpu=prefer_gpu)
+        self._detector.onnx_session = session(path, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
         self.media_policy = media_policy
         self.model = ModelRef(name="nudenet-320n", version=metadata.version("nudenet"))
 

@@ -34,10 +34,11 @@ class OCRStage:
     #: lower keeps large single glyphs that the mobile recognizer reads with less confidence).
     text_score = 0.3
 
-    def __init__(self, media_policy: MediaPolicy, scorer: TextScorer) -> None:
+    def __init__(self, media_policy: MediaPolicy, scorer: TextScorer, *, intra_op_threads: int = 0) -> None:
         from rapidocr_onnxruntime import RapidOCR
 
-        self._ocr = RapidOCR()
+        # RapidOCR reads -1 as "onnxruntime's default" (one thread per core)
+        self._ocr = RapidOCR(intra_op_num_threads=intra_op_threads or -1)
         self.media_policy = media_policy
         self.scorer = scorer
         text_model = model_ref(scorer)

@@ -17,7 +17,15 @@ def providers(prefer_gpu: bool = True) -> list[str]:
 
 
 def session(model_path: str, *, prefer_gpu: bool = True, intra_op_threads: int = 0) -> ort.InferenceSession:
-    """An ``InferenceSession`` for ``model_path``; ``intra_op_threads=0`` lets onnxruntime choose."""
+    """An ``InferenceSession`` for ``model_path``.
+
+    Args:
+        intra_op_threads: threads one operator may use on CPU; ``0`` lets onnxruntime
+            choose (one per core). A worker that shares its cores with the event loop,
+            a broker or other workers runs faster with fewer threads than cores: ORT's
+            threads meet at a barrier after every operator, so one preempted thread
+            stalls the rest (see README "Inference threads").
+    """
     opts = ort.SessionOptions()
     opts.intra_op_num_threads = intra_op_threads
     sess = ort.InferenceSession(model_path, sess_options=opts, providers=providers(prefer_gpu))

@@ -181,14 +181,15 @@ class MiniLMEncoder:
     and items are sorted by length first so little compute goes to padding.
     """
 
-    def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64) -> None:
+    def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
+                 intra_op_threads: int = 0) -> None:
         from engine.models.onnx import session
 
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.tokenizer = _tokenizer(model_dir(), max_tokens)
         self.path = ensure_encoder_onnx()
-        self.session = session(str(self.path), prefer_gpu=prefer_gpu)
+        self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
         self.version = f"{source_sha256()[:12]}-op{OPSET}-t{max_tokens}"
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None

@@ -127,12 +127,13 @@ class TextScorer:
         engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
 
-    def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None) -> None:
+    def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
+                 intra_op_threads: int = 0) -> None:
         from engine.models.profanity import ProfanityScorer
         from engine.text.encoder import MiniLMEncoder
 
         self.lexical = ProfanityScorer()
-        self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu)
+        self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
         self.head = EnglishHead.load()
         self.zh = ChineseModel.load()
         manifest = load_manifest()

@@ -53,3 +53,14 @@ def test_bad_values_are_named(monkeypatch, tmp_path):
     bad.write_text("[batch]\nmax_size = { text = 0 }\n")
     with pytest.raises(SettingsError, match="max_size must be >= 1"):
         load_settings(bad)
+
+
+def test_inference_threads_leave_a_core_unless_set(monkeypatch):
+    import workers.settings as settings_mod
+
+    monkeypatch.setattr(settings_mod, "usable_cores", lambda: 8)
+    assert Settings().model_threads() == 7
+    monkeypatch.setattr(settings_mod, "usable_cores", lambda: 1)
+    assert Settings().model_threads() == 1  # never 0: that would mean "onnxruntime decides" again
+    monkeypatch.setenv("RTAUDIT_INFERENCE_THREADS", "3")
+    assert load_settings().model_threads() == 3

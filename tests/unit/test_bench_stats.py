@@ -247,3 +247,36 @@ def test_cpu_percent_is_cpu_seconds_over_wall_time() -> None:
 def test_queue_time_median_per_stage() -> None:
     samples = [Sample(0.0, 0.1, "ok", {"text": 1}, {"text": q}) for q in (10.0, 20.0, 30.0)]
     assert summarize_step("x", 10.0, samples, slo_ms=500, censor_s=1).queue_p50_ms == {"text": 20.0}
+
+
+def test_limit_within_the_slo_keeps_batches_that_fit_twice() -> None:
+    # batch 64 at 128/s takes 500 ms; batch 256 at 160/s takes 1600 ms
+    lim = Limit("text", "m", {1: 40.0, 16: 110.0, 64: 128.0, 256: 160.0})
+    assert lim.best_size == 256 and lim.batch_ms(64) == pytest.approx(500.0)
+    assert lim.best_within(1000.0) == 64  # 2 × 500 ms fits a 1 s SLO, 2 × 1600 ms does not
+    assert lim.best_within(3200.0) == 256
+    assert lim.best_within(40.0) is None  # even one item (25 ms) cannot be inferred twice in 40 ms
+
+
+def test_knee_ratios_name_the_threads_and_the_slo_bound_limit() -> None:
+    from workers.bench import TargetResult
+    from workers.bench_report import ratios
+
+    lim = Limit("text", "m", {1: 40.0, 64: 128.0, 256: 160.0}, threads=1, every_core=(2, {64: 200.0, 256: 250.0}))
+    knee = step(115.0, 115.0, 600.0)
+    res = TargetResult("text", 1000.0, limit=lim, worker=[step(50.0, 50.0, 200.0), knee, step(140.0, 110.0, 1500.0)], max_batch=64)
+    got = {r.name: r for r in ratios(res)}
+    assert got["knee throughput / limit"].value == pytest.approx(115 / 160)
+    assert "1 inference thread(s)" in got["knee throughput / limit"].detail
+    assert "every core (2 threads): 250/s" in got["knee throughput / limit"].detail
+    within = got["knee throughput / limit within the SLO"]
+    assert within.value == pytest.approx(115 / 128) and within.met is False
+
+
+def test_a_knee_is_a_lower_bound_until_a_step_above_it_fails() -> None:
+    from workers.bench_stats import saturated
+
+    kept = [step(10.0, 10.0, 100.0), step(30.0, 30.0, 200.0)]
+    assert find_knee(kept, 1000.0) is kept[1] and not saturated(kept, 1000.0)
+    assert saturated([*kept, step(60.0, 40.0, 2000.0)], 1000.0)
+    assert saturated([step(60.0, 40.0, 2000.0)], 1000.0)  # no knee at all: past capacity from the start

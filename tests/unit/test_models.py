@@ -92,3 +92,16 @@ def test_text_stage_sees_through_evasions_and_points_at_what_was_written(text_st
     assert {"5h\u0456t", "b.i.t.c.h"} <= set(spans)
     for text, span in spans.items():
         assert written[0][slice(*span)] == text
+
+
+def test_worker_stages_get_the_configured_inference_threads(text_scorer):
+    """The thread count from the settings reaches every onnxruntime session a worker builds."""
+    from engine.media import MediaPolicy
+    from engine.models.ocr import OCRStage
+    from workers.image import stage_factory as image_stage
+    from workers.settings import Settings
+
+    image = image_stage(Settings(inference_threads=1, prefer_gpu=False))
+    assert image._detector.onnx_session.get_session_options().intra_op_num_threads == 1
+    ocr = OCRStage(MediaPolicy(), text_scorer, intra_op_threads=1)
+    assert ocr._ocr.text_det.infer.session.get_session_options().intra_op_num_threads == 1
