@@ -25,6 +25,7 @@ from engine.clock import now_ms
 from schemas.messages import AuditRequest, MediaItem, Verdict
 from topics.catalog import LANES, lane_topic
 from workers.client import AuditClient, verdict_reader
+from workers.fleet import Fleet
 from workers.kafka import consumer_config
 from workers.settings import Settings
 
@@ -69,6 +70,15 @@ def committed(settings: Settings, group: str, ends: dict[tuple[str, int], int]) 
     return {(tp.topic, tp.partition): max(tp.offset, 0) for tp in got}
 
 
+def log_tails(fleet: Fleet, roles: tuple[str, ...], lines: int = 40) -> str:
+    """The last ``lines`` of each role's worker log, for a failure message."""
+    out = []
+    for role in roles:
+        for path in sorted(fleet.log_dir.glob(f"{role}*.log")):
+            out.append(f"--- {path.name}\n" + "\n".join(path.read_text(errors="replace").splitlines()[-lines:]))
+    return "\n".join(out)
+
+
 def test_high_lane_overtakes_a_low_lane_backlog(fleet, data_dir) -> None:  # type: ignore[no-untyped-def]
     _, settings = fleet
     run = f"lanes-{uuid.uuid4().hex[:8]}"
@@ -89,9 +99,13 @@ def test_high_lane_overtakes_a_low_lane_backlog(fleet, data_dir) -> None:  # typ
     for r in hi:
         client.submit(r)
     client.flush()
-    got = reader.wait_for({r.request_id for r in lo + hi}, timeout_s=180)
+    # OCR of one thumbnail takes 1-3 s on 2 busy cores; a clean-clone CI run once missed 5 of 6
+    # low-lane verdicts at 180 s, so the wait is long and a failure shows the workers' logs
+    got = reader.wait_for({r.request_id for r in lo + hi}, timeout_s=360)
     reader.close()
-    assert len(got) == LO_BACKLOG + HI_REQUESTS, f"missing verdicts: {sorted({r.request_id for r in lo + hi} - set(got))}"
+    assert len(got) == LO_BACKLOG + HI_REQUESTS, (
+        f"missing verdicts: {sorted({r.request_id for r in lo + hi} - set(got))}\n" + log_tails(fleet[0], ("ocr", "image", "fusion"))
+    )
 
     verdicts: dict[str, Verdict] = {rid: vs[0] for rid, vs in got.items()}
     for r in hi:
