@@ -29,6 +29,16 @@ Lag adaptation (window and size grow with consumer lag)
     Near-zero lag: short window and small batches (latency); lag at or above
     ``lag_high``: the longest window and full batches (throughput).
 
+What a batch takes
+    The size limit decides *when* a batch closes, not how many items it takes: a
+    ``size`` or ``window`` close takes every queued item up to ``max_size`` (the
+    lane split below still applies). Items queued behind the model while it ran
+    would otherwise wait one more whole batch; taking them now costs ``a`` per item
+    instead (Triton's dynamic batcher and Clipper's adaptive batching do the same).
+    Measured with the MiniLM text stage on one core: batches stuck at the size limit
+    (~20) held the worker at ~110 texts/s while batches of 64 run at ~130/s. A
+    ``deadline`` close takes only the items its expected duration was computed for.
+
 Lanes
     ``hi`` is served first. When both lanes have more queued than one batch holds,
     the low lane is owed ``lo_share`` of the slots: each such batch gives it
@@ -465,7 +475,8 @@ class Batcher(Generic[T]):
                 self._wake_putters()
                 return Batch([], expired, now, "expired", window, size, lag)
             return None
-        n_hi, n_lo, self._credit = self._candidates(size)
+        take = size if due[1] == "deadline" else self.config.max_size  # see "What a batch takes"
+        n_hi, n_lo, self._credit = self._candidates(take)
         items = [self._lanes["hi"].popleft() for _ in range(n_hi)] + [self._lanes["lo"].popleft() for _ in range(n_lo)]
         self._last_size = len(items)
         self._wake_putters()

@@ -347,7 +347,9 @@ def test_batcher_invariants(script, max_size, share, window, a_ms):
     live_seen = {"hi": -1, "lo": -1}
 
     def check(batch: Batch[int]) -> None:
-        assert len(batch.items) <= batch.size_limit <= max_size
+        # a deadline close takes what its expected duration was computed for; others drain up to max_size
+        cap = batch.size_limit if batch.reason == "deadline" else max_size
+        assert batch.size_limit <= max_size and len(batch.items) <= cap
         lanes = [p.lane for p in batch.items]
         assert lanes == sorted(lanes)  # "hi" < "lo": every hi item before every lo item
         for p in batch.items:
@@ -357,7 +359,7 @@ def test_batcher_invariants(script, max_size, share, window, a_ms):
         for p in batch.expired:
             assert p.deadline_ms <= batch.formed_ms
         if batch.lanes["lo"] and b.queued("hi"):  # lo served while hi waited: only its share
-            assert batch.lanes["lo"] <= max(1, math.ceil(share * batch.size_limit))
+            assert batch.lanes["lo"] <= max(1, math.ceil(share * cap))
         out.extend(p.payload for p in batch.items + batch.expired)
 
     seq = 0
@@ -383,3 +385,18 @@ def test_batcher_invariants(script, max_size, share, window, a_ms):
 
     asyncio.run(drain())
     assert sorted(out) == list(range(seq)) and len(out) == len(set(out))
+
+
+def test_a_closing_batch_takes_every_queued_item_up_to_max_size():
+    """The size limit (4 at zero lag) closes the batch; the batch then takes all 10 queued items
+    (those queued while the model ran), not 4 now and 6 one whole batch later."""
+    t = FakeTime()
+    b: Batcher[int] = Batcher(BatcherConfig(max_size=16, min_size=4, window_ms=15.0, lag_high=1000), clock=t, waiter=t.wait)
+    for i in range(10):
+        b.put_nowait(i, "lo", deadline_ms=t() + 60_000)
+    batch = b.poll()
+    assert batch is not None and batch.reason == "size" and batch.size_limit == 4
+    assert [p.payload for p in batch.items] == list(range(10))
+    for i in range(20):
+        b.put_nowait(i, "lo", deadline_ms=t() + 60_000)
+    assert len(b.poll().items) == 16 and b.queued() == 4  # never beyond max_size
