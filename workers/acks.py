@@ -13,8 +13,8 @@ producer (at-least-once).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from collections.abc import Awaitable, Callable, Hashable, Sequence
+from typing import Any, Generic, TypeVar
 
 E = TypeVar("E")
 
@@ -52,3 +52,21 @@ class InOrderAcks(Generic[E]):
     def waiting(self) -> int:
         """Records tracked and not yet acked."""
         return sum(len(q) for q in self._pending.values())
+
+
+async def finish_when_delivered(
+    pending: Sequence[tuple[E, Sequence[Awaitable[Any]]]], finish: Callable[[E], Awaitable[None]]
+) -> None:
+    """For each ``(record, deliveries)`` in order: wait until the broker acknowledged every
+    output of the record (its partial, its DLQ record), then ``finish`` it (ack).
+
+    The outputs were all handed to the producer before this is called, so waiting costs
+    one produce round trip per batch, not per record. A delivery that failed after the
+    producer's retries raises here, before its record (or any later one) is acked: the
+    caller crashes the worker and the unacked records are consumed again — a partial the
+    broker never took is never covered by a committed offset.
+    """
+    for record, deliveries in pending:
+        for delivery in deliveries:
+            await delivery
+        await finish(record)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import faust
@@ -102,8 +103,9 @@ class DeadLetters:
         self.role = role
         self.topic = raw_topic(app, DLQ)
 
-    async def send(self, event: Any, error: AuditError) -> None:
-        """Publish a :class:`DLQRecord` for ``event`` (a Faust event) and count it."""
+    async def send(self, event: Any, error: AuditError) -> Awaitable[Any]:
+        """Publish a :class:`DLQRecord` for ``event`` (a Faust event) and count it. Returns the
+        delivery (await it for the broker's acknowledgement; it raises if delivery failed)."""
         msg = event.message
         record = dead_letter_record(
             event.value or b"", msg.topic, msg.partition, msg.offset, msg.key, self.role, error, now_ms()
@@ -113,5 +115,6 @@ class DeadLetters:
             self.role, msg.topic, msg.partition, msg.offset, error.code, error.request_id, error.message,
         )
         key = error.request_id.encode() if error.request_id else None
-        await self.topic.send(key=key, value=encode(record))
+        delivery = await self.topic.send(key=key, value=encode(record))
         metrics.DLQ_RECORDS.labels(self.role, str(error.code)).inc()
+        return delivery

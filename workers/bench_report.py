@@ -57,7 +57,10 @@ def ratios(t: TargetResult) -> list[Ratio]:
             t.name, "throughput at naive P99 / naive", safe_ratio(at.achieved_per_s if at else None, nk.achieved_per_s if nk else None),
             NAIVE_SPEEDUP, "at_least",
             (f"naive {_rate(nk.achieved_per_s)}/s at P99 {nk.p99_ms:.0f} ms; worker "
-             + (f"{_rate(at.achieved_per_s)}/s at P99 {at.p99_ms:.0f} ms" if at else "never that fast")) if nk else "naive never kept up",
+             + (f"{_rate(at.achieved_per_s)}/s at P99 {at.p99_ms:.0f} ms" if at else "never that fast")
+             + (f"; the model's own batching gain, limit / batch-of-1 rate, is {t.limit.best_per_s / t.limit.single_per_s:.1f}x"
+                " (the most batching can add where inference dominates the naive consumer's time)" if t.limit is not None else ""))
+            if nk else "naive never kept up",
         ))
     if t.name.startswith("text") and t.at_70 is not None:
         known = saturated(t.worker, t.slo_ms)  # else 70 % of a lower bound says nothing about capacity

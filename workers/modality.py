@@ -11,13 +11,15 @@ Flow (one process, one event loop):
    in the single inference thread, off the event loop. Items already past their
    deadline come back from the batcher separately and get ``expired`` partials
    from the same ``process_batch`` call, without inference.
-3. Each partial (and DLQ record) is handed to the producer, then its record is
-   marked done. This emit runs as its own task, so the inference thread starts
+3. Each partial (and DLQ record) is handed to the producer; once the broker has
+   acknowledged a record's outputs (a failed delivery crashes the worker before the
+   ack, so the record is consumed again), its record is marked done. This emit
+   runs as its own task, so the inference thread starts
    the next batch while the event loop emits the last one (measured: the loop
    otherwise idled the model for ~1-2 ms per partial); batches are emitted in
    order, one at a time; :class:`workers.acks.InOrderAcks` acks records per partition in
-   offset order. Faust flushes the producer before it commits acked offsets, so
-   an offset is committed only after its output was produced (at-least-once).
+   offset order, so an offset is committed only after its output was delivered
+   (at-least-once).
 4. A 50 ms control timer sets ``rtaudit_consumer_lag_messages`` per partition
    (high watermark seen while fetching minus the next offset to process, clamped
    at 0; tansu's ListOffsets end offset is wrong, BROKER_NOTES), feeds the lag to
@@ -47,7 +49,7 @@ from schemas.errors import AuditError
 from schemas.messages import ModalityTask
 from topics.catalog import SCORES, lane_topic
 from workers import metrics
-from workers.acks import InOrderAcks
+from workers.acks import InOrderAcks, finish_when_delivered
 from workers.app import DeadLetters, make_app, raw_topic
 from workers.settings import Settings
 
@@ -185,8 +187,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             except AuditError as exc:
                 work = Work(event, stream, None)
                 acks.track(work)
-                await dead_letters.send(event, exc)
-                await finish(work)
+                await finish_when_delivered([(work, [await dead_letters.send(event, exc)])], finish)
                 continue
             work = Work(event, stream, task)
             acks.track(work)
@@ -211,10 +212,11 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         producer = app.producer
         lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
         failures = dict(result.failures)
+        pending: list[tuple[Work, list[Any]]] = []
         for i, (work, partial) in enumerate(zip(works, result.partials)):
             # straight to the producer: Faust's Topic.send adds a FutureMessage, sensors and a
-            # callback per record; flush-before-commit covers either path the same way
-            await producer.send(SCORES, partial.request_id.encode(), encode(partial), None, None, None)
+            # callback per record
+            deliveries = [await producer.send(SCORES, partial.request_id.encode(), encode(partial), None, None, None)]
             metrics.PARTIALS.labels(role, partial.status).inc()
             if partial.status == "expired":
                 tenant = metrics.tenant_label(partial.tenant_id, known_tenants)
@@ -222,8 +224,9 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             if i in failures:
                 error = failures[i]
                 error.request_id = error.request_id or partial.request_id
-                await dead_letters.send(work.event, error)
-            await finish(work)
+                deliveries.append(await dead_letters.send(work.event, error))
+            pending.append((work, deliveries))
+        await finish_when_delivered(pending, finish)
 
     @app.task
     async def run_batches() -> None:

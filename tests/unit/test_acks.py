@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -32,3 +33,27 @@ def test_every_record_acked_once_in_order_per_partition(finish_order, partitions
         offsets = [o for q, o in released if q == p]
         assert offsets == sorted(offsets)
     assert acks.waiting() == 0
+
+
+def test_records_are_finished_only_after_their_outputs_were_delivered():
+    import asyncio
+
+    from workers.acks import finish_when_delivered
+
+    async def scenario() -> list[str]:
+        loop = asyncio.get_running_loop()
+        ok, failed, later = loop.create_future(), loop.create_future(), loop.create_future()
+        finished: list[str] = []
+
+        async def finish(record: str) -> None:
+            finished.append(record)
+
+        ok.set_result("meta")
+        failed.set_exception(RuntimeError("delivery failed after retries"))
+        later.set_result("meta")
+        with pytest.raises(RuntimeError, match="delivery failed"):
+            await finish_when_delivered([("a", [ok]), ("b", [ok, failed]), ("c", [later])], finish)
+        return finished
+
+    # "a" is acked; "b" (its DLQ record failed) and everything after it are not: replayed
+    assert asyncio.run(scenario()) == ["a"]
