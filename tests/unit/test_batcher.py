@@ -400,3 +400,22 @@ def test_a_closing_batch_takes_every_queued_item_up_to_max_size():
     for i in range(20):
         b.put_nowait(i, "lo", deadline_ms=t() + 60_000)
     assert len(b.poll().items) == 16 and b.queued() == 4  # never beyond max_size
+
+
+def test_a_low_lane_backlog_does_not_inflate_batches_that_carry_high_lane_items():
+    """Low lane saturated (pressure 1: size limit = max), one high-lane item queued: its batch is
+    sized by the high lane's own lag (the floor, 4), filled with low-lane items; the next,
+    low-lane-only batch drains up to max_size."""
+    t = FakeTime()
+    b: Batcher[int] = Batcher(
+        BatcherConfig(max_size=32, min_size=4, window_ms=15.0, lag_high=64, lo_share=0.25), clock=t, waiter=t.wait,
+    )
+    b.set_lag("lo", 500)
+    for i in range(40):
+        b.put_nowait(i, "lo", deadline_ms=t() + 60_000)
+    b.put_nowait(100, "hi", deadline_ms=t() + 1_000)
+    first = b.poll()
+    assert first is not None and b.size_limit() == 32
+    assert [p.payload for p in first.items] == [100, 0, 1, 2]  # high lane first, then the low lane fills it
+    second = b.poll()
+    assert second is not None and len(second.items) == 32 and second.lanes == {"hi": 0, "lo": 32}
