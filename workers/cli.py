@@ -286,7 +286,7 @@ def bench(
     mixed: Annotated[Optional[bool], typer.Option("--mixed/--no-mixed", help="also the whole fleet end to end (default: on unless --quick)")] = None,
     naive: Annotated[bool, typer.Option("--naive/--no-naive", help="measure the naive one-at-a-time consumer")] = True,
     lanes: Annotated[bool, typer.Option("--lanes/--no-lanes", help="high lane at low rate while the low lane is saturated")] = True,
-    profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile, none with --quick)")] = [],  # noqa: B006
+    profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile when the text stage is benched, none with --quick)")] = [],  # noqa: B006
     slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
     max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 1500)")] = None,
@@ -310,7 +310,8 @@ def bench(
     bad = [x for x in stages if x not in b.STAGES]
     if bad:
         raise typer.BadParameter(f"--stage must be among {', '.join(b.STAGES)}, got {bad}")
-    profiles = tuple(profile) if profile else (() if quick else b.available_profiles())
+    # profiles are text-stage series: by default only when the text stage is benched
+    profiles = tuple(profile) if profile else (() if quick or "text" not in stages else b.available_profiles())
     unknown = [p for p in profiles if p not in b.available_profiles()]
     if unknown:
         raise typer.BadParameter(f"--profile must be among {', '.join(b.available_profiles())}, got {unknown}")
