@@ -8,7 +8,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from workers.bench import Limit, batch_sizes, mixed_reference, modality_of
+from workers.bench import mixed_reference
+from workers.bench_inputs import Limit, batch_sizes, modality_of
 from workers.bench_stats import (
     Ratio, Sample, StepResult, batch_histogram, cpu_percent, departure_rate, find_knee, format_hist, mean_batch_size, merge_schedules,
     midpoint_rate, safe_ratio, schedule, step_count, step_rates, summarize_step, throughput_within_p99,
