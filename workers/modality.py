@@ -187,7 +187,12 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             except AuditError as exc:
                 work = Work(event, stream, None)
                 acks.track(work)
-                await finish_when_delivered([(work, [await dead_letters.send(event, exc)])], finish)
+                try:
+                    await finish_when_delivered([(work, [await dead_letters.send(event, exc)])], finish)
+                except Exception as send_error:  # unacked, the record would hold its partition's commits forever
+                    log.exception("%s: DLQ record not delivered; crashing the worker (the record is replayed)", role)
+                    await app.crash(send_error)
+                    return
                 continue
             work = Work(event, stream, task)
             acks.track(work)
