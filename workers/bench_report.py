@@ -27,20 +27,20 @@ def ratios(t: TargetResult) -> list[Ratio]:
     knee = find_knee(t.worker, t.slo_ms)
     if t.limit is not None and t.profile is None:
         lim, knee_rate = t.limit, (knee.achieved_per_s if knee else None)
-        every = ""
+        extra = ""
         if lim.every_core is not None and lim.best_size in lim.every_core[1]:
             every_rate = lim.every_core[1][lim.best_size]
-            every = (f"; every core ({lim.every_core[0]} threads): {_rate(every_rate)}/s, "
+            extra = (f"; every core ({lim.every_core[0]} threads): {_rate(every_rate)}/s, "
                      f"knee / that {_fmt_ratio(safe_ratio(knee_rate, every_rate))}")
         if knee is not None and not saturated(t.worker, t.slo_ms):
-            every += "; the worker never saturated (run ended first): the knee is a lower bound"
+            extra += "; the worker never saturated (run ended first): the knee is a lower bound"
         out.append(Ratio(
             t.name, "knee throughput / limit", safe_ratio(knee_rate, lim.best_per_s),
             KNEE_VS_LIMIT, "at_least",
             f"{_rate(knee_rate) if knee_rate else '-'}/s vs {_rate(lim.best_per_s)}/s at batch {lim.best_size}, "
             f"{lim.threads} inference thread(s) as the worker"
             + (f" ({_rate(lim.per_size[t.max_batch])}/s at the worker's max batch {t.max_batch})"
-               if t.max_batch in lim.per_size and t.max_batch != lim.best_size else "") + every,
+               if t.max_batch in lim.per_size and t.max_batch != lim.best_size else "") + extra,
         ))
         fit = lim.best_within(t.slo_ms)
         if fit is not None and fit != lim.best_size:
@@ -80,6 +80,11 @@ def ratios(t: TargetResult) -> list[Ratio]:
     return out
 
 
+def _per_size(per_size: dict[int, float]) -> str:
+    """``1: 53.4  2: 78.6 …``: items/s by batch size."""
+    return "  ".join(f"{b}: {_rate(v)}" for b, v in per_size.items())
+
+
 def _fmt_ratio(x: float | None) -> str:
     return "-" if x is None else f"{x:.2f}"
 
@@ -117,13 +122,13 @@ def limit_table(run: BenchRun) -> Table:
             continue
         seen.add(tr.limit.stage)
         lim = tr.limit
-        t.add_row(lim.stage, lim.model, str(lim.threads), "  ".join(f"{b}: {_rate(v)}" for b, v in lim.per_size.items()),
+        t.add_row(lim.stage, lim.model, str(lim.threads), _per_size(lim.per_size),
                   f"{_rate(lim.best_per_s)}/s @ {lim.best_size}")
         if lim.every_core is not None:
             threads, per_size = lim.every_core
             best = max(per_size, key=per_size.__getitem__)
             t.add_row(f"{lim.stage} (every core, reference)", "", str(threads),
-                      "  ".join(f"{b}: {_rate(v)}" for b, v in per_size.items()), f"{_rate(per_size[best])}/s @ {best}")
+                      _per_size(per_size), f"{_rate(per_size[best])}/s @ {best}")
     return t
 
 

@@ -36,7 +36,10 @@ CATEGORIES = ("sexual", "suggestive")
 
 
 class NudityStage:
-    """The ``image`` stage. ``prepare`` loads and decodes (``uint8[h, w, 3]`` BGR for the detector)."""
+    """The ``image`` stage. ``prepare`` loads and decodes (``uint8[h, w, 3]`` BGR for the detector).
+
+    ``intra_op_threads``: onnxruntime intra-op threads of the detector session (0: onnxruntime's default).
+    """
 
     stage = "image"
 

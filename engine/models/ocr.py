@@ -27,6 +27,8 @@ class OCRStage:
     Evidence: one ``category="ocr"`` item per recognized line (``text``, ``box`` in
     pixels, ``score`` = recognition confidence), then the text model's word spans,
     whose offsets point into the transcript (lines joined with ``"\\n"``).
+    ``intra_op_threads``: onnxruntime intra-op threads of RapidOCR's detection, angle and
+    recognition sessions (0: onnxruntime's default).
     """
 
     stage = "ocr"

@@ -179,6 +179,7 @@ class MiniLMEncoder:
     ``encode(texts)`` → ``float32[len(texts), 384]`` L2-normalised vectors. Texts are
     truncated to :data:`MAX_TOKENS` word pieces; a batch is padded to its longest item,
     and items are sorted by length first so little compute goes to padding.
+    ``intra_op_threads``: onnxruntime intra-op threads of the session (0: onnxruntime's default).
     """
 
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,

@@ -123,6 +123,7 @@ class TextScorer:
         evidence_min: compute spans only for texts with some category at least this score.
         span_min: keep a word as evidence when its span score is at least this (default: the
             threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
+        intra_op_threads: onnxruntime intra-op threads of the encoder session (0: onnxruntime's default).
     Raises:
         engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
