@@ -40,6 +40,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
+from aiokafka.errors import IllegalStateError
 
 from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
 from engine.models import ModelStage
@@ -118,14 +119,20 @@ class LaneControl:
         assigned = {tp for tp in consumer.assignment() if tp.topic in self.lanes}
         lag = {lane: 0 for lane in LANE_NAMES}
         for tp in assigned:
-            highwater = consumer.highwater(tp)
-            if highwater is None:
-                continue
-            position = self.next_offset.get(tp)
-            if position is None:
-                position = await self._fetch_position(tp)
-                if position is None:
+            # a rebalance can revoke ``tp`` while this tick awaits a position: aiokafka then
+            # asserts (highwater) or raises IllegalStateError (position); measured: a second
+            # replica joining under load crashed the first worker here. Skip the partition.
+            try:
+                highwater = consumer.highwater(tp)
+                if highwater is None:
                     continue
+                position = self.next_offset.get(tp)
+                if position is None:
+                    position = await self._fetch_position(tp)
+                    if position is None:
+                        continue
+            except (AssertionError, IllegalStateError):
+                continue
             tp_lag = max(0, highwater - position)
             lag[self.lanes[tp.topic]] += tp_lag
             metrics.CONSUMER_LAG.labels(self.role, tp.topic, str(tp.partition)).set(tp_lag)
