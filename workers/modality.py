@@ -2,6 +2,8 @@
 
 Flow (one process, one event loop):
 
+0. Before the consumer starts (Faust's ``App.on_first_start``), the model is loaded
+   and warmed with one batch: a replica joins its consumer group ready to serve.
 1. Two agents, one per lane topic (``audit.<modality>.hi`` and ``.lo``), read with
    manual acks (``stream.noack()``), decode each record and put it in the
    :class:`engine.batcher.Batcher` on its lane (a record that does not decode goes
@@ -31,6 +33,8 @@ Flow (one process, one event loop):
 from __future__ import annotations
 
 import asyncio
+import base64
+import io
 import logging
 import threading
 import time
@@ -41,13 +45,15 @@ from typing import Any
 
 import faust
 from aiokafka.errors import IllegalStateError
+from PIL import Image, ImageDraw
 
 from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
+from engine.clock import now_ms as wall_now_ms
 from engine.models import ModelStage
 from engine.stage import BatchResult, process_batch
 from schemas.codec import decode, encode
 from schemas.errors import AuditError
-from schemas.messages import ModalityTask
+from schemas.messages import MediaItem, ModalityTask
 from topics.catalog import SCORES, lane_topic
 from workers import metrics
 from workers.acks import InOrderAcks, finish_when_delivered
@@ -76,6 +82,36 @@ class LazyStage:
                 self._stage = self._factory(self._settings)
                 log.info("loaded %s model %s", self._stage.stage, self._stage.model)
             return self._stage
+
+    def warm(self, modality: str) -> float:
+        """Load the model and run one :func:`warmup_task` batch through it (onnxruntime's first
+        run allocates and plans); seconds taken. Raises ``RuntimeError`` when the warm-up item
+        fails: a worker that cannot score it should crash at start, not after joining."""
+        started = time.perf_counter()
+        stage = self.get()
+        result = process_batch(stage, [warmup_task(modality)])
+        if result.partials[0].status != "ok":
+            raise RuntimeError(f"{stage.stage} warm-up batch failed: {dict(result.failures)}")
+        took = time.perf_counter() - started
+        log.info("warmed %s model %s in %.2f s (before joining the consumer group)", stage.stage, stage.model, took)
+        return took
+
+
+def warmup_task(modality: str) -> ModalityTask:
+    """One small task of ``modality``: a short text, or a 240×48 px PNG with two rendered
+    words (OCR's detector and recogniser both run on it)."""
+    t = wall_now_ms()
+    content: dict[str, Any] = {"text": "warm up the model"}
+    if modality != "text":
+        img = Image.new("RGB", (240, 48), "white")
+        ImageDraw.Draw(img).text((10, 16), "warm up", fill="black")
+        buf = io.BytesIO()
+        img.save(buf, format="PNG")
+        content = {"media": MediaItem(type="image", data_b64=base64.b64encode(buf.getvalue()).decode(), name="warmup.png")}
+    return ModalityTask(
+        request_id="rtaudit-warmup", tenant_id="rtaudit-warmup", part=f"{modality}:0", modality=modality,  # type: ignore[arg-type]
+        lane="hi", created_at_ms=t, deadline_ms=t + 600_000, routed_at_ms=t, **content,
+    )
 
 
 @dataclass(eq=False)
@@ -174,6 +210,18 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
     batcher: Batcher[Work] = Batcher(settings.batch.config(role))
     acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.event.message.tp)
+
+    first_start = app.on_first_start
+
+    async def load_before_join() -> None:
+        """Load and warm the model before the consumer starts: Faust's ``App.on_first_start``
+        runs before the app's consumer and agents start, so this replica joins its group
+        ready to serve (before, a new replica took partitions and they waited for its model
+        load: benchmarks/replica_join.py)."""
+        await first_start()
+        await asyncio.get_running_loop().run_in_executor(executor, stage.warm, modality)
+
+    app.on_first_start = load_before_join  # type: ignore[method-assign]
 
     async def finish(work: Work) -> None:
         """``work``'s partial or DLQ record is with the producer: ack it and the records it unblocks."""

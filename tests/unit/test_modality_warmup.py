@@ -1,0 +1,110 @@
+"""A modality worker loads and warms its model before its consumer starts (before it
+joins its group), and its control tick survives a partition revoked mid-tick."""
+
+from __future__ import annotations
+
+import base64
+import io
+
+from typing import NamedTuple
+
+import pytest
+from PIL import Image
+
+from engine.batcher import Batcher, BatcherConfig
+from engine.models import StageOutput
+from schemas.messages import ModelRef
+from workers.modality import LaneControl, LazyStage, modality_app, warmup_task
+
+
+class CountingStage:
+    """Scores every input 0.1 and counts the batches it was given."""
+
+    stage = "text"
+    model = ModelRef(name="counting", version="1")
+
+    def __init__(self, fail: bool = False) -> None:
+        self.fail = fail
+        self.batches = 0
+
+    def prepare(self, task):  # type: ignore[no-untyped-def]
+        if self.fail:
+            raise ValueError("broken model")
+        return task.text or task.media
+
+    def infer(self, inputs):  # type: ignore[no-untyped-def]
+        self.batches += 1
+        return [StageOutput(scores={"offensive": 0.1}, evidence=[]) for _ in inputs]
+
+
+@pytest.mark.parametrize("modality", ["text", "image"])
+def test_warmup_task_is_a_valid_small_task(modality: str) -> None:
+    task = warmup_task(modality)
+    assert task.modality == modality and task.part == f"{modality}:0"
+    assert task.deadline_ms > task.created_at_ms
+    if modality == "image":
+        img = Image.open(io.BytesIO(base64.b64decode(task.media.data_b64)))  # type: ignore[union-attr]
+        assert img.size == (240, 48)
+    else:
+        assert task.text
+
+
+def test_warm_loads_once_and_runs_one_batch() -> None:
+    stage = CountingStage()
+    built = []
+    lazy = LazyStage(lambda s: built.append(s) or stage, settings=None)  # type: ignore[arg-type]
+    assert lazy.warm("text") >= 0.0
+    assert lazy.get() is stage and len(built) == 1 and stage.batches == 1
+
+
+def test_warm_raises_when_the_warmup_item_fails() -> None:
+    lazy = LazyStage(lambda s: CountingStage(fail=True), settings=None)  # type: ignore[arg-type]
+    with pytest.raises(RuntimeError, match="warm-up batch failed"):
+        lazy.warm("text")
+
+
+async def test_the_model_is_warm_when_the_app_first_starts(tmp_path, monkeypatch) -> None:
+    """Faust awaits ``App.on_first_start`` before it starts the consumer and the agents."""
+    monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path))
+    monkeypatch.setenv("RTAUDIT_METRICS_PORT", "0")
+    stage = CountingStage()
+    app = modality_app("text", "text", lambda s: stage)
+    assert stage.batches == 0  # nothing is loaded when the app is built (import time)
+    await app.on_first_start()
+    assert stage.batches == 1
+
+
+class TP(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RevokingConsumer:
+    """One partition is revoked while the tick awaits another one's position (aiokafka asserts)."""
+
+    def __init__(self) -> None:
+        self.kept, self.revoked = TP("audit.text.lo", 0), TP("audit.text.lo", 1)
+
+    def assignment(self):  # type: ignore[no-untyped-def]
+        return {self.kept, self.revoked}
+
+    def highwater(self, tp):  # type: ignore[no-untyped-def]
+        assert tp == self.kept, "Partition is not assigned"
+        return 7
+
+    async def position(self, tp):  # type: ignore[no-untyped-def]
+        return 2
+
+    def pause_partitions(self, tps) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+    def resume_partitions(self, tps) -> None:  # type: ignore[no-untyped-def]
+        pass
+
+
+async def test_tick_skips_a_partition_revoked_during_the_tick() -> None:
+    app = type("App", (), {"rebalancing": False, "consumer": RevokingConsumer()})()
+    batcher: Batcher[str] = Batcher(BatcherConfig(max_size=4))
+    ctl = LaneControl(app, "text", {"audit.text.hi": "hi", "audit.text.lo": "lo"}, batcher)  # type: ignore[arg-type]
+    await ctl.tick()  # no AssertionError
+    assert batcher.stats().lag == 5
