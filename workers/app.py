@@ -71,7 +71,7 @@ def make_app(role: str, settings: Settings | None = None) -> tuple[faust.App, Se
 
     @app.task
     async def _start_metrics() -> None:
-        metrics.serve(settings.metrics_port)
+        metrics.serve(settings.metrics_port, settings.metrics_host)
 
     return app, settings
 

@@ -64,12 +64,19 @@ SLO_MISSES = Counter(
 )
 
 
+RESTARTS = Counter(
+    "rtaudit_restarts_total",
+    "Processes restarted by the fleet supervisor (rtaudit up), per role (broker: the embedded broker).", ["role"]
+)
+
+
 def tenant_label(tenant_id: str, known: Collection[str]) -> str:
     """``tenant_id`` when the settings name it (a bounded set), else ``other``: keeps label cardinality low."""
     return tenant_id if tenant_id in known else "other"
 
 
-def serve(port: int) -> None:
-    """Expose ``/metrics`` on ``port`` (0 = do nothing)."""
+def serve(port: int, host: str = "127.0.0.1") -> None:
+    """Expose ``/metrics`` on ``host:port`` (port 0 = do nothing). Loopback by default:
+    set ``metrics_host`` (e.g. ``0.0.0.0`` in a container) for a scraper elsewhere."""
     if port:
-        start_http_server(port)
+        start_http_server(port, addr=host)

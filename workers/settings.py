@@ -177,6 +177,8 @@ class Settings(BaseSettings):
     replication_factor: int | None = Field(default=None, ge=1, le=7)
     #: Prometheus exporter port of this process; 0 disables it.
     metrics_port: int = Field(default=0, ge=0, le=65535)
+    #: address the Prometheus exporter binds: loopback unless set (``0.0.0.0`` in a container).
+    metrics_host: str = "127.0.0.1"
     state_dir: Path = Path(".rtaudit")
     prefer_gpu: bool = True
     #: onnxruntime intra-op threads per model session on CPU; 0 = auto: one less than the usable
