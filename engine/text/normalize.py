@@ -78,7 +78,9 @@ The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
 spaces and punctuation, without digits or ``$@!``, comes out as ``text.lower()``
 with identical offsets. ``normalize`` is idempotent on its own output
-(``normalize(n.text).text == n.text``) for the cases the property tests cover.
+(``normalize(n.text).text == n.text``): the steps run again over their output until it
+stops changing (see :func:`normalize`); a unit test checks this for every code point the
+character folds touch, each in several contexts.
 """
 
 from __future__ import annotations
@@ -451,21 +453,58 @@ _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...
 _UNREPORTED = frozenset({"lowercase"})
 
 
-def normalize(text: str) -> NormalizedText:
-    """The model view of ``text`` (see the module docstring for the steps), with its offset map.
+#: Passes of the whole pipeline at most; every text the exhaustive test and the property tests
+#: try is stable after at most 3 (two that change something, one that confirms).
+_MAX_PASSES = 4
 
-    Raises ``TypeError`` if ``text`` is not a ``str``. Pure and deterministic;
-    about 10 µs per character of non-ASCII text, less for ASCII.
-    """
-    if not isinstance(text, str):
-        raise TypeError(f"normalize() takes a str, got {type(text).__name__}")
-    view, spans = _nfkc(text)
-    steps = ["nfkc"] if view != text else []
+
+def _compose(outer: _Spans, inner: _Spans) -> _Spans:
+    """Spans into the original of a view whose ``inner`` spans index the previous view (spans ``outer``)."""
+    return [(outer[a][0], outer[b - 1][1]) for a, b in inner]
+
+
+def _pass(view: str, spans: _Spans, steps: list[str]) -> tuple[str, _Spans, bool]:
+    """One run of every step over ``view``; appends the names of the steps that changed something
+    (once each) to ``steps``; returns the new view, its spans into the original, and whether a step
+    other than the (unreported) lower-casing changed the view."""
+    changed = False
+    folded, local = _nfkc(view)
+    if folded != view:
+        spans, view, changed = _compose(spans, local), folded, True
+        if "nfkc" not in steps:
+            steps.append("nfkc")
     for name, step, on_ascii in _STEPS:
         if not on_ascii and view.isascii():
             continue
         new_view, spans = step(view, spans)
-        if name not in _UNREPORTED and new_view != view:
-            steps.append(name)
+        if new_view != view and name not in _UNREPORTED:
+            changed = True
+            if name not in steps:
+                steps.append(name)
         view = new_view
+    return view, spans, changed
+
+
+def normalize(text: str) -> NormalizedText:
+    """The model view of ``text`` (see the module docstring for the steps), with its offset map.
+
+    Idempotent: the steps run again over their own output until it stops changing, because one
+    step can feed an earlier one (lower-casing ``Ƽ`` gives ``ƽ``, which ``confusables`` folds to
+    ``s``; ``leet`` turning ``а$`` into ``аs`` makes a mixed-script token whose Cyrillic ``а``
+    then folds; removing a zero-width space lets NFKC compose what it separated). A pass that only
+    lower-cased ASCII text is a fixed point (the ASCII steps saw that lower-cased text already),
+    so plain text costs one pass; text that any other step changed costs one more pass to
+    confirm. Raises ``TypeError`` if ``text`` is not a ``str``. Pure and deterministic.
+    Measured on one core: about 1.4 µs per character of English tweets (Davidson; 1.2 with a
+    single pass), about 12 µs per character of Chinese text (COLD; two passes, 6.4 with one).
+    """
+    if not isinstance(text, str):
+        raise TypeError(f"normalize() takes a str, got {type(text).__name__}")
+    steps: list[str] = []
+    view, spans = text, [(i, i + 1) for i in range(len(text))]
+    for _ in range(_MAX_PASSES):
+        before = view
+        view, spans, changed = _pass(view, spans, steps)
+        if view == before or (not changed and before.isascii()):
+            break
     return NormalizedText(original=text, text=view, offsets=tuple(spans), steps=tuple(steps))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import string
+import sys
+import unicodedata
 
 import pytest
 from hypothesis import given, settings
@@ -171,6 +173,66 @@ def test_plain_ascii_words_only_change_case(words, sep):
 def test_idempotent_on_its_own_output(text):
     once = normalize(text).text
     assert normalize(once).text == once
+
+
+def _code_points_the_folds_touch() -> list[str]:
+    """Every assigned code point one of the character-level folds acts on, or whose case partner
+    it acts on: a confusables key, a character NFKC changes, an invisible or blank, a letter-shaped
+    emoji, a Latin letter with a removable diacritic, a combining mark, a cased letter, and the
+    leet characters. About 9,400 code points."""
+    from engine.text.normalize import _BLANKS, _LEET_DIGITS, _emoji_letter, _is_invisible, _strip_diacritics, confusable_letters
+
+    folds = confusable_letters()
+    touched = []
+    for cp in range(sys.maxunicode + 1):
+        c = chr(cp)
+        category = unicodedata.category(c)
+        if category in ("Cn", "Cs", "Co"):
+            continue
+        if (
+            c in folds or c.lower() in folds or c.upper() in folds or c.lower() != c
+            or not unicodedata.is_normalized("NFKC", c) or _is_invisible(c) or cp in _BLANKS
+            or _emoji_letter(c) or _strip_diacritics(c) != c or category.startswith("M")
+            or c in _LEET_DIGITS or c in "$@!"
+        ):
+            touched.append(c)
+    return touched
+
+
+#: each character alone, doubled, inside a Latin word, after a Cyrillic letter (a mixed-script
+#: token once the character folds) and inside a leet run
+_CONTEXTS = ("{c}", "{c}{c}", "a{c}b", "\u0430{c}", "sh{c}1t")
+
+
+def test_idempotent_on_every_code_point_the_folds_touch():
+    """Exhaustive where Hypothesis samples: ``Ƽ`` lower-cases to ``ƽ``, which ``confusables``
+    folds to ``s`` only on a second pass; 158 such cases (lower-casing, leet making a
+    mixed-script token) were found by this check before normalize ran to a fixed point."""
+    touched = _code_points_the_folds_touch()
+    assert len(touched) > 9000 and "\u01bc" in touched
+    unstable = []
+    for c in touched:
+        for context in _CONTEXTS:
+            once = normalize(context.format(c=c))
+            again = normalize(once.text)
+            if again.text != once.text:
+                unstable.append((f"U+{ord(c):04X}", context, once.text, again.text))
+    assert not unstable, f"{len(unstable)} not idempotent, e.g. {unstable[:10]}"
+
+
+@pytest.mark.parametrize(
+    ("text", "seen", "steps"),
+    [
+        ("\u01bc", "s", ("confusables",)),  # Ƽ → ƽ (lowercase) → s (confusables)
+        ("\u0194ay", "yay", ("confusables",)),  # Ɣ → ɣ → y
+        ("\u0430$", "as", ("leet", "confusables")),  # Cyrillic а + $ → аs, now mixed-script → as
+        ("x\u0393", "xy", ("confusables",)),  # Greek Γ → γ in a Latin token → y
+    ],
+)
+def test_folds_that_feed_an_earlier_step_reach_the_fixed_point(text, seen, steps):
+    n = normalize(text)
+    assert n.text == seen and n.steps == steps
+    assert len(n.offsets) == len(seen) and all(0 <= a < b <= len(text) for a, b in n.offsets)
 
 
 @pytest.mark.parametrize(
