@@ -1,17 +1,67 @@
-"""Fixtures shared by both test tiers."""
+"""Fixtures and hooks shared by both test tiers.
+
+* **Hypothesis profiles**: ``ci`` (derandomized, no example database, failing examples
+  printed as a reproduction blob) is loaded when the ``CI`` environment variable is set, so a
+  CI run is reproducible; ``dev`` (random exploration, the local ``.hypothesis/`` database
+  replays what it found) otherwise. ``HYPOTHESIS_PROFILE=<name>`` picks one explicitly.
+* **Evaluation data**: tests that measure quality on the shared evaluation data take the
+  ``data_dir`` fixture. On a bare clone (no ``../shared/data`` beside the repository) they
+  skip, and the terminal summary says how many did not run, which, and where to put the
+  data. With ``RTAUDIT_REQUIRE_SHARED_DATA=1`` (the full CI run) a missing directory is an
+  error instead of a skip. Every other test, the fleet's core guarantees included, uses
+  inputs the project makes itself and runs on a bare clone.
+"""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import settings as hypothesis_settings
 
 #: ../shared/data beside the repository (read in place, never copied into the project).
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
+#: the start of every skip reason the ``data_dir`` fixture gives (the summary hook counts these).
+DATA_SKIP_REASON = "shared evaluation data not found"
+REQUIRE_DATA_ENV = "RTAUDIT_REQUIRE_SHARED_DATA"
+
+hypothesis_settings.register_profile("ci", derandomize=True, database=None, print_blob=True)
+hypothesis_settings.register_profile("dev", print_blob=True)
+hypothesis_settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
 
 
 @pytest.fixture(scope="session")
 def data_dir() -> Path:
+    """``../shared/data``: the evaluation data (datasets, image corpora). Skips the test when
+    it is absent, or fails it when ``RTAUDIT_REQUIRE_SHARED_DATA=1``."""
     if not DATA_DIR.is_dir():
-        pytest.skip(f"shared evaluation data not found at {DATA_DIR}")
+        message = f"{DATA_SKIP_REASON} at {DATA_DIR}"
+        if os.environ.get(REQUIRE_DATA_ENV) == "1":
+            pytest.fail(f"{message} ({REQUIRE_DATA_ENV}=1)", pytrace=False)
+        pytest.skip(message)
     return DATA_DIR
+
+
+def _skip_reason(report: pytest.TestReport) -> str:
+    longrepr = report.longrepr
+    if isinstance(longrepr, tuple) and len(longrepr) == 3:
+        return str(longrepr[2])
+    return str(longrepr)
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
+    """One loud line (and the list) for the evaluation tests skipped for want of ``../shared/data``."""
+    skipped = [r for r in terminalreporter.stats.get("skipped", []) if DATA_SKIP_REASON in _skip_reason(r)]
+    if not skipped:
+        return
+    ids = sorted({r.nodeid for r in skipped})
+    terminalreporter.write_sep("=", "evaluation data", yellow=True)
+    terminalreporter.write_line(
+        f"{len(ids)} evaluation tests not run: ../shared/data not found; "
+        f"put the shared data at {DATA_DIR} to run them",
+        yellow=True,
+        bold=True,
+    )
+    for nodeid in ids:
+        terminalreporter.write_line(f"  {nodeid}")

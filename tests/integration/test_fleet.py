@@ -1,7 +1,13 @@
 """End to end through the real broker: requests in, exactly one verdict per request out.
 
-Inputs: every image under ``shared/data/images/`` (photos and OCR images), 200 labeled
-Davidson et al. 2017 tweets, and malformed requests of each kind.
+Two corpora go through the same fleet:
+
+* the **core** corpus, made by the project itself, so every guarantee runs on a bare clone:
+  texts written below, scikit-image's bundled photos (installed with the package), images
+  with text rendered at test time by Pillow, and malformed requests of each kind;
+* the **evaluation** corpus, read from ``../shared/data`` (tests take ``data_dir`` and skip,
+  counted in the summary, without it): every image under ``shared/data/images/`` (photos
+  and OCR test pages) and 200 labeled Davidson et al. 2017 tweets.
 """
 
 from __future__ import annotations
@@ -21,15 +27,40 @@ from engine.models.ocr import OCRStage
 from engine.text.scoring import TextScorer
 from schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, MediaItem, Verdict
 from workers.client import AuditClient, dlq_reader, verdict_reader
+from workers.demo import render_text_image, skimage_file
+from workers.settings import Settings
 
 from .conftest import TENANT
 
 pytestmark = pytest.mark.integration
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".tif", ".tiff"}
 
+#: texts written for these tests: what a moderator would decide is plain.
+CLEAN_TEXTS = (
+    "Thanks for the quick reply, the parcel arrived this morning.",
+    "Is the museum open on Sunday afternoons?",
+    "Great match last night, what a comeback in the second half.",
+    "Please send me the slides from the budget meeting.",
+    "Scunthorpe is a town in Lincolnshire.",
+)
+OFFENSIVE_TEXTS = (
+    "You are a fucking idiot.",
+    "Shut up, you stupid bitch.",
+    "What an asshole, go to hell.",
+    "you are a f*cking id1ot",
+    "this is sh1t, you m0ron",
+)
+#: photos in scikit-image's ``skimage/data`` (CC0 / public domain): benign, colour and grey, PNG and JPEG.
+PHOTOS = ("astronaut.png", "chelsea.png", "coffee.png", "camera.png", "coins.png", "rocket.jpg")
+#: text rendered into an image at test time: (text, whether the verdict must flag it).
+RENDERED = (
+    ("Meeting notes: budget review at 3pm", False),
+    ("shut the fuck up you idiot", True),
+)
 
-def image_request(path: Path, rid: str) -> AuditRequest:
-    item = MediaItem(type="image", data_b64=base64.b64encode(path.read_bytes()).decode(), name=path.name)
+
+def image_request(data: bytes, name: str, rid: str) -> AuditRequest:
+    item = MediaItem(type="image", data_b64=base64.b64encode(data).decode(), name=name)
     return AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), media=[item])
 
 
@@ -62,50 +93,150 @@ def malformed_inputs(run: str) -> dict[str, tuple[bytes, bool]]:
     }
 
 
-@pytest.fixture(scope="module")
-def corpus_run(fleet, data_dir):  # type: ignore[no-untyped-def]
-    """Publish the whole corpus once; collect verdicts and DLQ records."""
-    _, settings = fleet
-    run = f"it-{uuid.uuid4().hex[:8]}"
-    images = sorted(p for p in (data_dir / "images").rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
-    image_ids = {f"{run}-img-{i:03d}": p for i, p in enumerate(images)}
-    text_rows = {f"{run}-txt-{i:03d}": row for i, row in enumerate(davidson_rows(data_dir))}
-    bad = malformed_inputs(run)
-
+def publish_and_collect(settings: Settings, requests: list[AuditRequest], raw: dict[str, tuple[bytes, bool]]) -> dict:  # type: ignore[type-arg]
+    """Publish ``requests`` and the ``raw`` records (request id → (bytes, whether a verdict must
+    come back)); wait for every verdict, re-read the whole verdict topic a little later (a
+    duplicate verdict would show up there) and read the DLQ records of the raw ones."""
     verdicts, dlq = verdict_reader(settings), dlq_reader(settings)
     client = AuditClient(settings)
-    for rid, path in image_ids.items():
-        client.submit(image_request(path, rid))
-    for rid, (tweet, _) in text_rows.items():
-        client.submit(AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), text=tweet))
-    for rid, (raw, _) in bad.items():
-        client.submit_raw(rid.encode(), raw)
+    for r in requests:
+        client.submit(r)
+    for rid, (data, _) in raw.items():
+        client.submit_raw(rid.encode(), data)
     client.flush()
 
-    expected = set(image_ids) | set(text_rows) | {rid for rid, (_, v) in bad.items() if v}
+    expected = {r.request_id for r in requests} | {rid for rid, (_, v) in raw.items() if v}
     got = verdicts.wait_for(expected, timeout_s=600)
     verdicts.close()
-    # re-read the whole topic a little later: a duplicate verdict would show up here
     time.sleep(2)
     seen: Counter[str] = Counter()
     rereader = verdict_reader(settings)
     for v, _ in rereader.stream(timeout_s=5):
         seen[v.request_id] += 1
     rereader.close()
-    dead = dlq.wait_for(set(bad), timeout_s=30)
+    dead = dlq.wait_for(set(raw), timeout_s=30) if raw else {}
     dlq.close()
-    return dict(run=run, images=image_ids, texts=text_rows, bad=bad, expected=expected, got=got, seen=seen, dlq=dead)
+    return dict(expected=expected, got=got, seen=seen, dlq=dead)
 
 
-def test_exactly_one_verdict_per_request(corpus_run) -> None:  # type: ignore[no-untyped-def]
-    missing = corpus_run["expected"] - set(corpus_run["got"])
+def assert_exactly_one_verdict_each(run: dict) -> None:  # type: ignore[type-arg]
+    missing = run["expected"] - set(run["got"])
     assert not missing, f"{len(missing)} requests without a verdict, e.g. {sorted(missing)[:5]}"
-    dupes = {rid: n for rid, n in corpus_run["seen"].items() if rid in corpus_run["expected"] and n > 1}
+    dupes = {rid: n for rid, n in run["seen"].items() if rid in run["expected"] and n > 1}
     assert not dupes, f"duplicate verdicts: {dupes}"
-    assert all(corpus_run["seen"][rid] == 1 for rid in corpus_run["expected"])
+    assert all(run["seen"][rid] == 1 for rid in run["expected"])
 
 
-def test_benign_photos_are_allowed(corpus_run) -> None:  # type: ignore[no-untyped-def]
+def _ocr_lines(v: Verdict) -> list[str]:
+    return [e.text or "" for e in v.evidence if e.category == "ocr"]
+
+
+# ---------------------------------------------------------------- core: inputs the project makes itself
+
+
+@pytest.fixture(scope="module")
+def core_run(fleet):  # type: ignore[no-untyped-def]
+    """Publish the core corpus once (written texts, bundled photos, rendered text, malformed input)."""
+    _, settings = fleet
+    run = f"core-{uuid.uuid4().hex[:8]}"
+    texts = {f"{run}-txt-{i:02d}": (t, False) for i, t in enumerate(CLEAN_TEXTS)}
+    texts |= {f"{run}-txt-{len(CLEAN_TEXTS) + i:02d}": (t, True) for i, t in enumerate(OFFENSIVE_TEXTS)}
+    photos = {f"{run}-photo-{Path(name).stem}": name for name in PHOTOS}
+    rendered = {f"{run}-ocr-{i}": (t, flag) for i, (t, flag) in enumerate(RENDERED)}
+    bad = malformed_inputs(run)
+    requests = [AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), text=t) for rid, (t, _) in texts.items()]
+    requests += [image_request(skimage_file(name), name, rid) for rid, name in photos.items()]
+    requests += [image_request(render_text_image(t), f"{rid}.png", rid) for rid, (t, _) in rendered.items()]
+    out = publish_and_collect(settings, requests, bad)
+    return dict(out, run=run, texts=texts, photos=photos, rendered=rendered, bad=bad)
+
+
+def test_exactly_one_verdict_per_request(core_run) -> None:  # type: ignore[no-untyped-def]
+    assert len(core_run["expected"]) == len(CLEAN_TEXTS) + len(OFFENSIVE_TEXTS) + len(PHOTOS) + len(RENDERED) + 6
+    assert_exactly_one_verdict_each(core_run)
+
+
+def test_written_texts_are_decided_as_a_moderator_would(core_run) -> None:  # type: ignore[no-untyped-def]
+    for rid, (text, offensive) in core_run["texts"].items():
+        v: Verdict = core_run["got"][rid][0]
+        assert v.complete and v.parts == {"text/text:0": "ok"}, (text, v.reasons)
+        if offensive:
+            assert v.decision in ("review", "block") and "offensive" in v.flagged, (text, v.categories)
+        else:
+            assert v.decision == "allow", (text, v.categories, v.reasons)
+
+
+def test_bundled_photos_are_allowed(core_run) -> None:  # type: ignore[no-untyped-def]
+    for rid, name in core_run["photos"].items():
+        v: Verdict = core_run["got"][rid][0]
+        assert v.complete, (name, v.reasons)
+        assert v.decision == "allow", (name, v.categories, v.reasons)
+        assert v.parts == {"image/image:0": "ok", "ocr/image:0": "ok"}, (name, v.parts)
+
+
+def test_rendered_text_is_read_and_scored(core_run) -> None:  # type: ignore[no-untyped-def]
+    for rid, (text, offensive) in core_run["rendered"].items():
+        v: Verdict = core_run["got"][rid][0]
+        assert v.complete and v.parts == {"image/image:0": "ok", "ocr/image:0": "ok"}, (text, v.reasons)
+        read = " ".join(" ".join(_ocr_lines(v)).split())
+        assert read == text, (text, _ocr_lines(v))
+        if offensive:
+            assert v.decision in ("review", "block"), (text, v.categories)
+        else:
+            assert v.decision == "allow", (text, v.categories, v.reasons)
+
+
+def test_malformed_inputs_reach_the_dlq_and_get_a_verdict(core_run) -> None:  # type: ignore[no-untyped-def]
+    for rid, (_, wants_verdict) in core_run["bad"].items():
+        assert rid in core_run["dlq"], f"{rid} not in audit.dlq"
+        record = core_run["dlq"][rid][0]
+        assert base64.b64decode(record.original_b64), rid
+        assert record.error_code and record.error, rid
+        if wants_verdict:
+            v: Verdict = core_run["got"][rid][0]
+            assert v.decision == "review" and not v.complete, (rid, v)
+            assert any(record.error_code in r for r in v.reasons), (rid, v.reasons, record.error_code)
+    codes = {rid.rsplit("-", 1)[-1]: core_run["dlq"][rid][0].error_code for rid in core_run["bad"]}
+    assert codes["json"] == "invalid_json" and codes["content"] == "schema_violation"
+    assert codes["oversized"] == "schema_violation" and codes["undecodable"] == "media_undecodable"
+    assert codes["uri"] == "uri_not_allowed"
+
+
+def test_fleet_keeps_running_after_bad_input(fleet, core_run) -> None:  # type: ignore[no-untyped-def]
+    fl, settings = fleet
+    assert not fl.exited()
+    reader = verdict_reader(settings)
+    client = AuditClient(settings)
+    rid = f"{core_run['run']}-after"
+    client.submit(AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), text="you absolute idiot"))
+    client.flush()
+    got = reader.wait_for({rid}, timeout_s=60)
+    reader.close()
+    assert got[rid][0].decision in ("review", "block") and "offensive" in got[rid][0].flagged
+
+
+# ---------------------------------------------------------------- evaluation: ../shared/data
+
+
+@pytest.fixture(scope="module")
+def corpus_run(fleet, data_dir):  # type: ignore[no-untyped-def]
+    """Publish the shared evaluation corpus once: every image and 200 Davidson tweets."""
+    _, settings = fleet
+    run = f"eval-{uuid.uuid4().hex[:8]}"
+    images = sorted(p for p in (data_dir / "images").rglob("*") if p.suffix.lower() in IMAGE_SUFFIXES)
+    image_ids = {f"{run}-img-{i:03d}": p for i, p in enumerate(images)}
+    text_rows = {f"{run}-txt-{i:03d}": row for i, row in enumerate(davidson_rows(data_dir))}
+    requests = [image_request(p.read_bytes(), p.name, rid) for rid, p in image_ids.items()]
+    requests += [AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), text=t) for rid, (t, _) in text_rows.items()]
+    out = publish_and_collect(settings, requests, {})
+    return dict(out, run=run, images=image_ids, texts=text_rows)
+
+
+def test_exactly_one_verdict_per_request_on_the_evaluation_corpus(corpus_run) -> None:  # type: ignore[no-untyped-def]
+    assert_exactly_one_verdict_each(corpus_run)
+
+
+def test_shared_photos_are_allowed(corpus_run) -> None:  # type: ignore[no-untyped-def]
     photos = {rid: p for rid, p in corpus_run["images"].items() if p.parent.name == "photos"}
     assert len(photos) == 12
     for rid, path in photos.items():
@@ -113,10 +244,6 @@ def test_benign_photos_are_allowed(corpus_run) -> None:  # type: ignore[no-untyp
         assert v.complete, (path.name, v.reasons)
         assert v.decision == "allow", (path.name, v.categories, v.reasons)
         assert set(v.parts) == {"image/image:0", "ocr/image:0"}
-
-
-def _ocr_lines(v: Verdict) -> list[str]:
-    return [e.text or "" for e in v.evidence if e.category == "ocr"]
 
 
 def test_ocr_text_is_in_the_evidence(corpus_run, data_dir) -> None:  # type: ignore[no-untyped-def]
@@ -135,22 +262,6 @@ def test_ocr_text_is_in_the_evidence(corpus_run, data_dir) -> None:  # type: ign
     assert any("\u4e00" <= ch <= "\u9fff" for line in direct for ch in line), direct
 
 
-def test_malformed_inputs_reach_the_dlq_and_get_a_verdict(corpus_run) -> None:  # type: ignore[no-untyped-def]
-    for rid, (_, wants_verdict) in corpus_run["bad"].items():
-        assert rid in corpus_run["dlq"], f"{rid} not in audit.dlq"
-        record = corpus_run["dlq"][rid][0]
-        assert base64.b64decode(record.original_b64), rid
-        assert record.error_code and record.error, rid
-        if wants_verdict:
-            v: Verdict = corpus_run["got"][rid][0]
-            assert v.decision == "review" and not v.complete, (rid, v)
-            assert any(record.error_code in r for r in v.reasons), (rid, v.reasons, record.error_code)
-    codes = {rid.rsplit("-", 1)[-1]: corpus_run["dlq"][rid][0].error_code for rid in corpus_run["bad"]}
-    assert codes["json"] == "invalid_json" and codes["content"] == "schema_violation"
-    assert codes["oversized"] == "schema_violation" and codes["undecodable"] == "media_undecodable"
-    assert codes["uri"] == "uri_not_allowed"
-
-
 def test_davidson_offensive_rows_are_flagged_more_than_neither(corpus_run) -> None:  # type: ignore[no-untyped-def]
     flagged: dict[str, list[bool]] = {"abusive": [], "neither": []}
     for rid, (_, label) in corpus_run["texts"].items():
@@ -160,16 +271,3 @@ def test_davidson_offensive_rows_are_flagged_more_than_neither(corpus_run) -> No
     rate = {k: sum(v) / len(v) for k, v in flagged.items()}
     assert len(flagged["abusive"]) + len(flagged["neither"]) == 200
     assert rate["abusive"] >= 0.5 and rate["abusive"] >= rate["neither"] + 0.3, rate
-
-
-def test_fleet_keeps_running_after_bad_input(fleet, corpus_run) -> None:  # type: ignore[no-untyped-def]
-    fl, settings = fleet
-    assert not fl.exited()
-    reader = verdict_reader(settings)
-    client = AuditClient(settings)
-    rid = f"{corpus_run['run']}-after"
-    client.submit(AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), text="you absolute idiot"))
-    client.flush()
-    got = reader.wait_for({rid}, timeout_s=60)
-    reader.close()
-    assert got[rid][0].decision in ("review", "block") and "offensive" in got[rid][0].flagged

@@ -14,7 +14,6 @@ import base64
 import io
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from PIL import Image
@@ -25,6 +24,7 @@ from engine.clock import now_ms
 from schemas.messages import AuditRequest, MediaItem, Verdict
 from topics.catalog import LANES, lane_topic
 from workers.client import AuditClient, verdict_reader
+from workers.demo import skimage_file
 from workers.fleet import Fleet
 from workers.kafka import consumer_config
 from workers.settings import Settings
@@ -37,9 +37,13 @@ HI_REQUESTS = 2
 HI_SLO_MS = 60_000
 
 
-def thumbnail_b64(path: Path, size: int = 96) -> str:
-    """A small PNG thumbnail of a real photo (small keeps the test short)."""
-    img = Image.open(path).convert("RGB")
+#: photos bundled with scikit-image (``skimage/data``), so the test runs on a bare clone.
+PHOTOS = ("astronaut.png", "brick.png", "camera.png", "chelsea.png")
+
+
+def thumbnail_b64(data: bytes, size: int = 96) -> str:
+    """A PNG thumbnail, at most ``size`` pixels a side, of a real photo's encoded bytes (small keeps the test short)."""
+    img = Image.open(io.BytesIO(data)).convert("RGB")
     img.thumbnail((size, size))
     buf = io.BytesIO()
     img.save(buf, format="PNG")
@@ -79,11 +83,10 @@ def log_tails(fleet: Fleet, roles: tuple[str, ...], lines: int = 40) -> str:
     return "\n".join(out)
 
 
-def test_high_lane_overtakes_a_low_lane_backlog(fleet, data_dir) -> None:  # type: ignore[no-untyped-def]
+def test_high_lane_overtakes_a_low_lane_backlog(fleet) -> None:  # type: ignore[no-untyped-def]
     _, settings = fleet
     run = f"lanes-{uuid.uuid4().hex[:8]}"
-    photos = sorted((data_dir / "images" / "photos").glob("*.png"))[:4]
-    images = [thumbnail_b64(p) for p in photos]
+    images = [thumbnail_b64(skimage_file(name)) for name in PHOTOS]
 
     def request(rid: str, i: int, priority: str, **kw: object) -> AuditRequest:
         item = MediaItem(type="image", data_b64=images[i % len(images)], name=f"{rid}.png")
