@@ -376,10 +376,27 @@ def eval_text(
     quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
     max_rows: Annotated[Optional[int], typer.Option(help="cap each dev split at its first N rows (seeded hash order)")] = None,
 ) -> None:
-    """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion, throughput."""
+    """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion, throughput.
+
+    Needs the labeled datasets under ``--data`` (default ``../shared/data`` beside the
+    repository); without them it prints one line on stderr saying what is missing and where
+    to put it, and exits with status 2, before any model loads.
+    """
+    from engine.text import data as D
     from engine.text import evaluation as ev
     from engine.text.scoring import TextScorer
 
+    needed = [p for name in dict(ev.EVAL_SETS) for p in D.data_files(data)[name]]
+    missing = [p for p in needed if not p.is_file()]
+    if missing:
+        where = f"{data} does not exist" if not data.is_dir() else (
+            f"{len(missing)} of {len(needed)} dataset files missing under {data} "
+            f"(e.g. {missing[0].relative_to(data)})")
+        Console(stderr=True).print(
+            f"evaluation data not found: {where}; put the shared data (text/davidson, text/olid, text/hatexplain, "
+            f"text/cold, text/jigsaw_sample) at {DEFAULT_DATA}, or pass --data DIR",
+            markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
     started = time.perf_counter()
     scorer = TextScorer()
     memo = scorer.encoder.use_cache()  # embeddings memoised on disk: reruns and post-training evals are fast

@@ -1,0 +1,27 @@
+"""``rtaudit eval`` without its labeled data: one line that says what is missing and where to put it."""
+
+from __future__ import annotations
+
+from typer.testing import CliRunner
+
+from workers.cli import DEFAULT_DATA, app
+
+
+def test_eval_without_data_is_one_clear_line_and_a_non_zero_exit(tmp_path):
+    missing = tmp_path / "no-such-data"
+    result = CliRunner().invoke(app, ["eval", "--quick", "--data", str(missing)])
+    assert result.exit_code == 2, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1, result.output
+    assert "evaluation data not found" in lines[0] and str(missing) in lines[0]
+    assert str(DEFAULT_DATA) in lines[0] and "--data" in lines[0]
+    assert "Traceback" not in result.output
+
+
+def test_eval_names_the_missing_files_of_a_partial_data_dir(tmp_path):
+    (tmp_path / "text" / "davidson").mkdir(parents=True)
+    (tmp_path / "text" / "davidson" / "labeled_data.csv").write_text("tweet,class\n")
+    result = CliRunner().invoke(app, ["eval", "--quick", "--data", str(tmp_path)])
+    assert result.exit_code == 2, result.output
+    assert "dataset files missing under" in result.output and "olid" in result.output
