@@ -71,7 +71,7 @@ def _summarize(exc: ValidationError, limit: int = 3) -> str:
     parts = []
     for err in exc.errors()[:limit]:
         where = ".".join(str(p) for p in err["loc"]) or "<root>"
-        parts.append(f"{where}: {err['msg']}")
+        parts.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
     more = exc.error_count() - limit
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
 

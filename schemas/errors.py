@@ -8,7 +8,18 @@ and the ``error_code`` metric label.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+
+#: A default object repr (``<_io.BytesIO object at 0x7f...>``), as library messages embed them
+#: (Pillow: "cannot identify image file <_io.BytesIO object at ...>").
+_OBJECT_REPR = re.compile(r"\s*<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def readable(message: str) -> str:
+    """``message`` without default object reprs: error texts reach verdicts, DLQ records and
+    users, where a memory address says nothing."""
+    return _OBJECT_REPR.sub("", message)
 
 
 class ErrorCode(StrEnum):
@@ -39,6 +50,7 @@ class AuditError(Exception):
     retriable: bool = False
 
     def __init__(self, message: str, *, request_id: str | None = None) -> None:
+        message = readable(message)
         super().__init__(message)
         self.message = message
         #: request id when it could be read from the bad input, else ``None``.

@@ -32,6 +32,11 @@ Decision = Literal["allow", "review", "block"]
 PartStatus = Literal["ok", "error", "expired"]
 
 
+def decoded_base64_size(value: str) -> int:
+    """Bytes that standard base64 ``value`` decodes to (from its length and padding; no decoding)."""
+    return len(value) * 3 // 4 - (value[-2:].count("=") if value else 0)
+
+
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
@@ -46,7 +51,8 @@ class MediaItem(_Strict):
     """
 
     type: Literal["image", "audio", "video"]
-    data_b64: str | None = Field(default=None, max_length=(MAX_INLINE_MEDIA_BYTES * 4) // 3 + 4)
+    # the size limit is checked on the decoded bytes (below); maxLength stays in the JSON Schema
+    data_b64: str | None = Field(default=None, json_schema_extra={"maxLength": (MAX_INLINE_MEDIA_BYTES * 4) // 3 + 4})
     uri: str | None = Field(default=None, max_length=2048, pattern=r"^(file|https?)://")
     mime: str | None = Field(default=None, max_length=100)
     name: str | None = Field(default=None, max_length=256, description="original file name, for evidence")
@@ -61,6 +67,12 @@ class MediaItem(_Strict):
     @classmethod
     def _is_base64(cls, value: str | None) -> str | None:
         if value is not None:
+            size = decoded_base64_size(value)
+            if size > MAX_INLINE_MEDIA_BYTES:
+                raise ValueError(
+                    f"inline media item is {size} bytes, over the {MAX_INLINE_MEDIA_BYTES} bytes "
+                    f"({MAX_INLINE_MEDIA_BYTES // 2**20} MiB) limit: send larger media by uri"
+                )
             try:
                 base64.b64decode(value, validate=True)
             except (binascii.Error, ValueError) as exc:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
@@ -31,16 +33,19 @@ def _existing(admin: AdminClient, timeout_s: float) -> dict[str, int]:
 
 
 def ensure_topics(
-    bootstrap_servers: str, specs: list[TopicSpec] | None = None, *, create: bool = True, timeout_s: float = 15.0
+    bootstrap_servers: str | Mapping[str, Any], specs: list[TopicSpec] | None = None, *, create: bool = True, timeout_s: float = 15.0
 ) -> list[TopicCheck]:
     """Create missing topics (when ``create``) and check partition counts of all.
 
+    ``bootstrap_servers`` is the bootstrap address, or a whole client configuration
+    (``workers.kafka.client_config``: with the cluster's TLS/SASL keys).
     Returns one :class:`TopicCheck` per spec. Raises :class:`TopicsMismatch`
     when an existing topic has another partition count, and
     ``confluent_kafka.KafkaException`` when the broker is unreachable.
     """
     specs = specs if specs is not None else catalog()
-    admin = AdminClient({"bootstrap.servers": bootstrap_servers})
+    conf = {"bootstrap.servers": bootstrap_servers} if isinstance(bootstrap_servers, str) else dict(bootstrap_servers)
+    admin = AdminClient(conf)
     existing = _existing(admin, timeout_s)
     to_create = [s for s in specs if s.name not in existing]
     created: set[str] = set()

@@ -22,13 +22,15 @@ from schemas.errors import AuditError
 from schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
 from topics.catalog import DLQ, MAX_MESSAGE_BYTES
 from workers import faust_local, metrics
+from workers.security import faust_credentials
 from workers.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
 
 def faust_options(settings: Settings, role: str) -> dict[str, Any]:
-    """Faust settings for ``role`` under the settings' client profile."""
+    """Faust settings for ``role`` under the settings' client profile, with the cluster's
+    TLS/SASL credentials (``broker_credentials``) when ``settings.security`` sets any."""
     local = settings.profile == "local"
     opts: dict[str, Any] = dict(
         broker=f"{'tansu' if local else 'kafka'}://{settings.bootstrap}",
@@ -46,6 +48,9 @@ def faust_options(settings: Settings, role: str) -> dict[str, Any]:
         producer_acks=-1,
         stream_wait_empty=False,
     )
+    credentials = faust_credentials(settings.security)  # TLS / SASL of a real cluster (workers/security.py)
+    if credentials is not None:
+        opts["broker_credentials"] = credentials
     if local:
         # BROKER_NOTES: tansu holds each JoinGroup ~ceil(session/2) s; 2 s / 0.5 s joins in ~2.4 s.
         opts.update(broker_session_timeout=2.0, broker_heartbeat_interval=0.5, broker_commit_interval=0.5)

@@ -34,8 +34,7 @@ def _settings(config: Path | None):  # type: ignore[no-untyped-def]
     try:
         return load_settings(config)
     except SettingsError as exc:
-        console.print(f"[red]{exc}[/red]")
-        raise typer.Exit(2) from None
+        raise _fail(str(exc), 2) from None
 
 
 @app.callback()
@@ -107,11 +106,16 @@ def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr
 
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
+    """``ROLE=N`` pairs; raises ``typer.BadParameter`` for an unknown role or N < 1."""
+    from workers.fleet import ROLES
+
     out = {}
     for v in values:
         role, _, n = v.partition("=")
+        if role not in ROLES:
+            raise typer.BadParameter(f"unknown role {role!r} in {v!r}: roles are {', '.join(ROLES)}", param_hint="--replicas")
         if not n.isdigit() or int(n) < 1:
-            raise typer.BadParameter(f"--replicas takes ROLE=N with N >= 1, got {v!r}")
+            raise typer.BadParameter(f"--replicas takes ROLE=N with N >= 1, got {v!r}", param_hint="--replicas")
         out[role] = int(n)
     return out
 
@@ -141,70 +145,131 @@ def up(
         fleet.stop()
 
 
+def _fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one red line on stderr; the ``typer.Exit`` to raise with ``code``."""
+    from rich.markup import escape
+
+    Console(stderr=True).print(f"[red]{escape(message)}[/red]", highlight=False, soft_wrap=True)
+    return typer.Exit(code)
+
+
+def _quiet_librdkafka() -> None:
+    """librdkafka's own log lines only with -v (the commands report errors in one line)."""
+    from workers.kafka import LIBRDKAFKA_LOG
+
+    if not logging.getLogger().isEnabledFor(logging.INFO):
+        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
+
+
+def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
+    """Why verdicts may not come: roles with no running worker, else the fleet is slow."""
+    from workers.fleet import ROLES
+    from workers.kafka import groups_without_members, start_hint
+
+    idle = groups_without_members(s, [f"rtaudit-{r}" for r in ROLES])
+    if idle:
+        roles = ", ".join(g.removeprefix("rtaudit-") for g in idle)
+        fix = "start the fleet with `rtaudit up`" if s.bootstrap_servers is None else "start those workers (`rtaudit worker ROLE`)"
+        return f"no {roles} worker running on {s.bootstrap}: {fix}"
+    if idle is None:
+        return f"is the fleet running on {s.bootstrap}? `rtaudit up` starts it; else wait longer (--wait)"
+    return "the fleet is running but has not answered yet: wait longer (--wait) or read the worker logs"
+
+
 @app.command()
 def submit(
-    paths: Annotated[list[Path], typer.Argument(help="text files, .jsonl requests, images")],
+    paths: Annotated[list[Path], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")],
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
     config: ConfigOpt = None,
 ) -> None:
-    """Publish files to audit.requests; optionally wait and print their verdicts."""
+    """Publish files to audit.requests ("submitted ID" once the broker acknowledged each);
+    optionally wait and print their verdicts. Exit 1 when the broker, the topics, an
+    acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file."""
     from schemas.errors import AuditError
-    from workers.client import AuditClient, verdict_reader, request_from_path
+    from topics.catalog import REQUESTS, VERDICTS
+    from workers.client import AuditClient, DeliveryError, VerdictTimeout, request_from_path, verdict_reader
     from workers.demo import verdict_line
+    from workers.kafka import ClusterError, check_cluster
 
+    _quiet_librdkafka()
     s = _settings(config)
     extra = {"priority": priority} if priority else {}
     requests = []
     for p in paths:
         try:
             requests += request_from_path(p, tenant, **extra)
-        except (OSError, AuditError, ValueError) as exc:
-            console.print(f"[red]{p}: {exc}[/red]")
-            raise typer.Exit(2) from None
-    reader = verdict_reader(s) if wait else None
-    client = AuditClient(s)
-    for r in requests:
-        client.submit(r)
-        console.print(f"submitted {r.request_id}")
-    client.flush()
-    if reader is not None:
-        got = reader.wait_for({r.request_id for r in requests}, wait, on_record=lambda v, a: print(verdict_line(v, a), flush=True))
-        reader.close()
-        if len(got) < len(requests):
-            console.print(f"[yellow]{len(requests) - len(got)} verdicts not in within {wait} s[/yellow]")
-            raise typer.Exit(1)
+        except OSError as exc:
+            raise _fail(f"{p}: {exc.strerror or exc}", 2) from None
+        except AuditError as exc:
+            raise _fail(exc.message if str(p) in exc.message else f"{p}: {exc.message}", 2) from None
+        except ValueError as exc:
+            raise _fail(str(exc) if str(p) in str(exc) else f"{p}: {exc}", 2) from None
+    try:
+        check_cluster(s, [REQUESTS, VERDICTS] if wait else [REQUESTS])
+        reader = verdict_reader(s) if wait else None
+    except ClusterError as exc:
+        raise _fail(str(exc)) from None
+    try:
+        client = AuditClient(s, on_delivered=lambda rid: console.print(f"submitted {rid}", markup=False, highlight=False))
+        for r in requests:
+            client.submit(r)
+        try:
+            client.flush()
+        except DeliveryError as exc:
+            raise _fail(f"{exc}: {'is `rtaudit up` still running?' if s.bootstrap_servers is None else 'check the broker'}") from None
+        if reader is not None:
+            try:
+                reader.wait_all({r.request_id for r in requests}, wait,
+                                on_record=lambda v, a: print(verdict_line(v, a), flush=True))
+            except VerdictTimeout as exc:
+                raise _fail(f"{exc}: {_missing_hint(s)}") from None
+    finally:
+        if reader is not None:
+            reader.close()
 
 
 @app.command()
 def verdicts(
     config: ConfigOpt = None,
-    from_beginning: Annotated[bool, typer.Option(help="print verdicts already on the topic too")] = False,
+    from_beginning: Annotated[bool, typer.Option(help="print verdicts already on the topic too (with their own latency, decided - created)")] = False,
     count: Annotated[int, typer.Option(help="stop after N verdicts (0: follow forever)")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print each verdict as JSON")] = False,
+    raw: Annotated[bool, typer.Option("--raw", help="also print repeated verdicts of a request id (the fleet is at-least-once)")] = False,
 ) -> None:
-    """Follow audit.verdicts and print one line per verdict."""
+    """Follow audit.verdicts and print one line per request id (repeats dropped unless --raw).
+
+    Latency in brackets: for a verdict decided after this command started, created to arrival
+    here; for an older one (--from-beginning), its own latency (decided - created)."""
     from workers.client import verdict_reader
     from workers.demo import verdict_line
+    from workers.kafka import ClusterError
     from engine.clock import now_ms
 
+    _quiet_librdkafka()
     s = _settings(config)
-    reader = verdict_reader(s)
-    since = 0 if from_beginning else now_ms() - 1000
-    n = 0
     try:
-        for v, arrived in reader.stream():
-            if v.decided_at_ms < since:
-                continue
-            print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived), flush=True)
-            n += 1
-            if count and n >= count:
-                break
-    except KeyboardInterrupt:
-        pass
-    finally:
-        reader.close()
+        reader = verdict_reader(s, dedupe=not raw)
+    except ClusterError as exc:
+        raise _fail(str(exc)) from None
+    started = now_ms()
+    since = 0 if from_beginning else started - 1000
+    n = 0
+    with reader:
+        try:
+            for v, arrived in reader.stream():
+                if v.decided_at_ms < since:
+                    continue
+                live = v.decided_at_ms >= started
+                print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived if live else None), flush=True)
+                n += 1
+                if count and n >= count:
+                    break
+        except KeyboardInterrupt:
+            pass
+        if reader.duplicates_dropped:
+            Console(stderr=True).print(f"{reader.duplicates_dropped} repeated verdicts dropped (--raw shows them)", highlight=False)
 
 
 @app.command()

@@ -1,9 +1,16 @@
 """Producer-side client: submit requests to ``audit.requests`` and await their verdicts.
 
->>> client = AuditClient(load_settings())
->>> client.submit(AuditRequest(request_id="r1", tenant_id="acme", created_at_ms=now_ms(), text="hi"))
->>> verdicts = verdict_reader(load_settings())
->>> verdicts.wait_for({"r1"}, timeout_s=30)
+>>> settings = load_settings()
+>>> check_cluster(settings, [REQUESTS, VERDICTS])      # BrokerUnavailable / TopicsMissing: one line each
+>>> with verdict_reader(settings) as verdicts:
+...     client = AuditClient(settings)
+...     client.submit(AuditRequest(request_id="r1", tenant_id="acme", created_at_ms=now_ms(), text="hi"))
+...     client.flush()                                  # DeliveryError unless the broker acknowledged it
+...     got = verdicts.wait_all({"r1"}, timeout_s=30)   # VerdictTimeout lists the ids still missing
+
+The fleet is at-least-once: a request id can have more than one verdict record, all
+identical by design. Readers drop the repeats (first wins) with a bounded memory of seen
+ids (:class:`SeenIds`) and count them (``duplicates_dropped``); ``dedupe=False`` shows them.
 """
 
 from __future__ import annotations
@@ -12,40 +19,84 @@ import base64
 import mimetypes
 import time
 import uuid
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from engine.clock import now_ms
 from schemas.codec import decode, encode
-from schemas.errors import AuditError
+from schemas.errors import AuditError, MediaTooLarge
 from pydantic import BaseModel
 
-from schemas.messages import AuditRequest, DLQRecord, MediaItem, Verdict
+from schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, DLQRecord, MediaItem, Verdict
 from topics.catalog import DLQ, REQUESTS, VERDICTS
-from workers.kafka import consumer_config, producer_config
+from workers.kafka import ErrorRecorder, check_cluster, consumer_config, producer_config
 from workers.settings import Settings
+
+__all__ = [
+    "AuditClient", "DeliveryError", "InputFileError", "RecordReader", "SeenIds", "VerdictTimeout",
+    "check_cluster", "dlq_reader", "request_from_path", "verdict_reader",
+]
 
 R = TypeVar("R", bound=BaseModel)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp"}
+#: How many request ids a reader remembers to drop repeated verdicts (about 100 MB at most).
+SEEN_IDS_CAPACITY = 1_000_000
 
 
 class DeliveryError(RuntimeError):
-    """The broker did not acknowledge a request (the librdkafka error is in the message)."""
+    """The broker did not acknowledge every request within the flush timeout (one-line message:
+    how many, and the last error librdkafka reported)."""
+
+
+class VerdictTimeout(TimeoutError):
+    """Not every awaited record arrived in time.
+
+    Attributes:
+        missing: the ids still missing, sorted.
+        got: ``{id: (record, arrived_at_ms)}`` of those that arrived.
+        timeout_s: how long was waited, seconds.
+    """
+
+    def __init__(self, missing: Iterable[str], got: dict[str, tuple[object, int]], timeout_s: float) -> None:
+        self.missing = tuple(sorted(missing))
+        self.got, self.timeout_s = got, timeout_s
+        shown = ", ".join(self.missing[:5]) + (f" (+{len(self.missing) - 5} more)" if len(self.missing) > 5 else "")
+        total = len(self.missing) + len(got)
+        super().__init__(f"{len(self.missing)} of {total} verdicts not in within {timeout_s:g} s (missing: {shown})")
+
+
+class InputFileError(ValueError):
+    """A file given to :func:`request_from_path` cannot become a request (binary data that is
+    neither an image nor UTF-8 text)."""
 
 
 class AuditClient:
-    """Publishes requests, keyed by ``request_id``; :meth:`flush` waits for the broker's acks."""
+    """Publishes requests, keyed by ``request_id``; :meth:`flush` waits for the broker's acks.
 
-    def __init__(self, settings: Settings) -> None:
-        self._producer = Producer(producer_config(settings))
-        self._errors: list[str] = []
+    ``on_delivered(request_id)`` is called for each request once the broker acknowledged it
+    (from :meth:`submit`'s polling or :meth:`flush`), so a caller reports "submitted" only then.
+    """
+
+    def __init__(self, settings: Settings, on_delivered: Callable[[str], None] | None = None) -> None:
+        self._errors = ErrorRecorder()
+        self._producer = Producer(producer_config(settings, self._errors))
+        self._bootstrap = settings.bootstrap
+        self._failed: list[str] = []
+        self._on_delivered = on_delivered
+        self.delivered = 0
 
     def _on_delivery(self, err, msg) -> None:  # type: ignore[no-untyped-def]
+        key = msg.key().decode("utf-8", "replace") if msg.key() is not None else "<no key>"
         if err is not None:
-            self._errors.append(f"{msg.key()!r}: {err}")
+            self._failed.append(f"{key}: {err.str()}")
+            return
+        self.delivered += 1
+        if self._on_delivered is not None:
+            self._on_delivered(key)
 
     def submit_raw(self, key: bytes | None, value: bytes) -> None:
         """Publish raw bytes as is (used to send malformed input on purpose)."""
@@ -58,19 +109,34 @@ class AuditClient:
         self._producer.poll(0)
 
     def submit(self, request: AuditRequest) -> None:
+        """Publish one request (asynchronous: :meth:`flush` waits for the acknowledgement)."""
         self.submit_raw(request.request_id.encode(), encode(request))
 
     def flush(self, timeout_s: float = 30.0) -> None:
-        """Wait for every acknowledgement. Raises :class:`DeliveryError` on failures or timeout."""
+        """Wait up to ``timeout_s`` seconds for every acknowledgement.
+
+        Raises:
+            DeliveryError: a request was refused, or not acknowledged in time.
+        """
         left = self._producer.flush(timeout_s)
-        if left or self._errors:
-            errors, self._errors = self._errors, []
-            raise DeliveryError(f"{left} requests unacknowledged; errors: {errors[:5]}")
+        if left or self._failed:
+            failed, self._failed = self._failed, []
+            why = failed[-1] if failed else (self._errors.reason() or "no acknowledgement")
+            raise DeliveryError(
+                f"{left + len(failed)} requests not acknowledged by {self._bootstrap} within {timeout_s:g} s (last error: {why})"
+            )
 
 
 def request_from_path(path: Path, tenant_id: str, **fields: object) -> list[AuditRequest]:
-    """Requests for a file: ``.jsonl`` → one per line (validated), image → one inline image
-    request, anything else → its UTF-8 text. Raises ``AuditError`` for bad lines."""
+    """Requests for a file: ``.jsonl`` → one per line (validated), image (by suffix) → one
+    inline image request, anything else → its text, which must be UTF-8.
+
+    Raises:
+        AuditError: a bad ``.jsonl`` line (``path:line: reason``).
+        MediaTooLarge: an image over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes.
+        InputFileError: a file that is neither an image nor UTF-8 text.
+        OSError: the file cannot be read.
+    """
     suffix = path.suffix.lower()
     if suffix == ".jsonl":
         out = []
@@ -83,51 +149,116 @@ def request_from_path(path: Path, tenant_id: str, **fields: object) -> list[Audi
         return out
     rid = f"{path.stem[:40]}-{uuid.uuid4().hex[:12]}"
     common = dict(request_id=rid, tenant_id=tenant_id, created_at_ms=now_ms(), **fields)
+    data = path.read_bytes()
     if suffix in IMAGE_SUFFIXES:
+        if len(data) > MAX_INLINE_MEDIA_BYTES:
+            raise MediaTooLarge(
+                f"{path} is {len(data)} bytes ({len(data) / 2**20:.1f} MiB), over the {MAX_INLINE_MEDIA_BYTES} bytes "
+                f"({MAX_INLINE_MEDIA_BYTES // 2**20} MiB) limit of inline media: send it by URI instead"
+            )
         item = MediaItem(
-            type="image", data_b64=base64.b64encode(path.read_bytes()).decode("ascii"),
+            type="image", data_b64=base64.b64encode(data).decode("ascii"),
             mime=mimetypes.guess_type(path.name)[0], name=path.name,
         )
         return [AuditRequest(media=[item], **common)]  # type: ignore[arg-type]
-    return [AuditRequest(text=path.read_text(encoding="utf-8", errors="replace"), **common)]  # type: ignore[arg-type]
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InputFileError(
+            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}) and not an image "
+            f"({', '.join(sorted(IMAGE_SUFFIXES))}): submit text as UTF-8, images with their suffix"
+        ) from None
+    if "\x00" in text:
+        raise InputFileError(f"{path} holds NUL bytes: binary data, not text; submit text as UTF-8, images with their suffix")
+    return [AuditRequest(text=text, **common)]  # type: ignore[arg-type]
+
+
+class SeenIds:
+    """The last ``capacity`` ids seen, least recently seen dropped first (an LRU set on
+    :class:`collections.OrderedDict`): memory stays bounded however long a reader runs."""
+
+    def __init__(self, capacity: int = SEEN_IDS_CAPACITY) -> None:
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self.capacity = capacity
+        self._ids: OrderedDict[str, None] = OrderedDict()
+
+    def seen(self, key: str) -> bool:
+        """Record ``key``; ``True`` when it was already among the remembered ids."""
+        if key in self._ids:
+            self._ids.move_to_end(key)
+            return True
+        self._ids[key] = None
+        if len(self._ids) > self.capacity:
+            self._ids.popitem(last=False)
+        return False
+
+    def __len__(self) -> int:
+        return len(self._ids)
 
 
 class RecordReader(Generic[R]):
     """Reads a topic from the beginning of every partition (no consumer group, so no join
     delay; nothing committed), decoding each record into ``model``. Records are yielded with
-    their arrival time (ms); ``key_of`` names the id :meth:`wait_for` matches on."""
+    their arrival time (ms); ``key_of`` names the id records are matched and deduplicated on.
+
+    With ``dedupe`` (the default), a record whose id was already yielded is dropped and
+    counted in :attr:`duplicates_dropped` (ids remembered: the last ``seen_capacity``).
+    A context manager: leaving the ``with`` block closes the consumer.
+
+    Raises (constructor): :class:`workers.kafka.BrokerUnavailable` when no broker answers within
+    ``timeout_s`` seconds, :class:`workers.kafka.TopicsMissing` when ``topic`` does not exist.
+    """
 
     def __init__(
         self, settings: Settings, topic: str = VERDICTS, model: type[R] = Verdict,  # type: ignore[assignment]
         key_of: Callable[[R], str | None] = lambda r: getattr(r, "request_id", None),
+        dedupe: bool = True, seen_capacity: int = SEEN_IDS_CAPACITY, timeout_s: float = 5.0,
     ) -> None:
         self.topic, self.model, self.key_of = topic, model, key_of
-        self._consumer = Consumer(consumer_config(settings, group_id=f"rtaudit-reader-{uuid.uuid4().hex[:8]}"))
-        md = self._consumer.list_topics(topic, timeout=10)
-        count = len(md.topics[topic].partitions) if topic in md.topics else 0
-        if not count:
-            raise KafkaException(f"topic {topic} has no partitions: run `rtaudit topics create`")
+        self._seen = SeenIds(seen_capacity) if dedupe else None
+        #: records dropped because their id was already yielded.
+        self.duplicates_dropped = 0
+        check_cluster(settings, [topic], timeout_s)
+        self._consumer = Consumer(consumer_config(
+            settings, group_id=f"rtaudit-reader-{uuid.uuid4().hex[:8]}", errors=ErrorRecorder()))
+        self._closed = False
+        md = self._consumer.list_topics(topic, timeout=timeout_s)
+        count = len(md.topics[topic].partitions)
         self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(count)])
 
+    def __enter__(self) -> "RecordReader[R]":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     def stream(self, timeout_s: float | None = None, idle_s: float = 0.5) -> Iterator[tuple[R, int]]:
-        """Yield ``(record, arrived_at_ms)`` until ``timeout_s`` passes (``None``: forever).
-        Records that do not decode are skipped."""
+        """Yield ``(record, arrived_at_ms)`` until ``timeout_s`` seconds pass (``None``: forever).
+        Records that do not decode, and repeats of an id already yielded (with ``dedupe``), are skipped."""
         end = None if timeout_s is None else time.monotonic() + timeout_s
         while end is None or time.monotonic() < end:
-            msg = self._consumer.poll(idle_s)
+            wait = idle_s if end is None else max(0.0, min(idle_s, end - time.monotonic()))
+            msg = self._consumer.poll(wait)
             if msg is None or msg.error():
                 continue
             try:
-                yield decode(msg.value(), self.model), now_ms()
+                record = decode(msg.value(), self.model)
             except AuditError:
                 continue
+            if self._seen is not None:
+                key = self.key_of(record)
+                if key is not None and self._seen.seen(key):
+                    self.duplicates_dropped += 1
+                    continue
+            yield record, now_ms()
 
     def wait_for(
         self, ids: Iterable[str], timeout_s: float, on_record: Callable[[R, int], None] | None = None,
     ) -> dict[str, tuple[R, int]]:
-        """Collect the first record of each id until all arrived or ``timeout_s`` passed.
-        Returns ``{id: (record, arrived_at_ms)}`` for those that arrived; ``on_record`` is
-        called for each as it arrives."""
+        """Collect the first record of each id until all arrived or ``timeout_s`` seconds passed.
+        Returns ``{id: (record, arrived_at_ms)}`` for those that arrived (possibly fewer than
+        asked: :meth:`wait_all` raises instead); ``on_record`` is called for each as it arrives."""
         wanted = set(ids)
         got: dict[str, tuple[R, int]] = {}
         if not wanted:
@@ -142,15 +273,34 @@ class RecordReader(Generic[R]):
                     break
         return got
 
+    def wait_all(
+        self, ids: Iterable[str], timeout_s: float, on_record: Callable[[R, int], None] | None = None,
+    ) -> dict[str, tuple[R, int]]:
+        """As :meth:`wait_for`, but every id must arrive.
+
+        Raises:
+            VerdictTimeout: some ids did not arrive within ``timeout_s`` seconds (it lists them
+                and carries those that did arrive).
+        """
+        wanted = set(ids)
+        got = self.wait_for(wanted, timeout_s, on_record)
+        if len(got) < len(wanted):
+            raise VerdictTimeout(wanted - set(got), dict(got), timeout_s)
+        return got
+
     def close(self) -> None:
-        self._consumer.close()
+        """Close the consumer (idempotent)."""
+        if not self._closed:
+            self._closed = True
+            self._consumer.close()
 
 
-def verdict_reader(settings: Settings) -> RecordReader[Verdict]:
-    """Reader of ``audit.verdicts`` keyed by request id."""
-    return RecordReader(settings, VERDICTS, Verdict)
+def verdict_reader(settings: Settings, dedupe: bool = True) -> RecordReader[Verdict]:
+    """Reader of ``audit.verdicts`` keyed by request id; drops repeated verdicts unless ``dedupe=False``."""
+    return RecordReader(settings, VERDICTS, Verdict, dedupe=dedupe)
 
 
 def dlq_reader(settings: Settings) -> RecordReader[DLQRecord]:
-    """Reader of ``audit.dlq`` keyed by the request id, else the source record's key."""
-    return RecordReader(settings, DLQ, DLQRecord, key_of=lambda r: r.request_id or r.source_key)
+    """Reader of ``audit.dlq`` keyed by the request id, else the source record's key (every record
+    shown: the same bad input sent twice is two DLQ records)."""
+    return RecordReader(settings, DLQ, DLQRecord, key_of=lambda r: r.request_id or r.source_key, dedupe=False)

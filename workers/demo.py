@@ -136,12 +136,14 @@ def evidence_summary(v: Verdict, width: int = 60) -> str:
 
 
 def verdict_line(v: Verdict, arrived_ms: int | None = None) -> str:
-    """One readable line: decision, id, completeness, top categories, evidence, latency."""
+    """One readable line: decision, id, completeness, top two categories (scores with 2
+    decimals, never cut), evidence, latency in ms: ``arrived_ms - created_at_ms`` when
+    ``arrived_ms`` is given, else the verdict's own ``latency_ms`` (decided - created)."""
     top = sorted(v.categories.items(), key=lambda kv: -kv[1])[:2]
     cats = ",".join(f"{c}={s:.2f}" for c, s in top) or "-"
     latency = (arrived_ms - v.created_at_ms) if arrived_ms is not None else v.latency_ms
     done = "complete" if v.complete else "PARTIAL "
-    return f"{v.decision.upper():6} {v.request_id:34.34} {done} {cats:32.32} {evidence_summary(v)}  [{latency} ms]"
+    return f"{v.decision.upper():6} {v.request_id:34} {done} {cats:38} {evidence_summary(v)}  [{latency} ms]"
 
 
 @dataclass(frozen=True)

@@ -8,6 +8,7 @@ Library code never reads the environment: it takes values from here.
 
 from __future__ import annotations
 
+import difflib
 import math
 import os
 import tomllib
@@ -21,6 +22,7 @@ from engine.batcher import BatcherConfig
 from engine.media import MediaPolicy
 from engine.policy import PolicyBook, TenantPolicy
 from topics.catalog import DEFAULT_PARTITIONS
+from workers.security import SecuritySettings
 
 #: Loopback port of the embedded broker when no external bootstrap is configured.
 EMBEDDED_PORT = 19092
@@ -190,6 +192,8 @@ class Settings(BaseSettings):
     fusion_retention_ms: int = Field(default=60_000, ge=1000)
     default: TenantPolicy = Field(default_factory=TenantPolicy)
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+    #: TLS and SASL of every Kafka client (confluent-kafka and Faust/aiokafka): ``workers/security.py``.
+    security: SecuritySettings = Field(default_factory=SecuritySettings)
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):  # type: ignore[no-untyped-def]
@@ -249,8 +253,113 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
     return local if local.exists() else None
 
 
+#: ``RTAUDIT_*`` environment variables that are not settings fields (read elsewhere, documented there).
+OTHER_ENV_VARS = frozenset({
+    "RTAUDIT_CONFIG",  # the settings file (this module)
+    "RTAUDIT_CACHE",  # built-model cache directory (engine/text/encoder.py)
+    "RTAUDIT_BROKER_LOG",  # RUST_LOG of the embedded broker (workers/broker.py)
+    "RTAUDIT_REQUIRE_SHARED_DATA",  # tests: a missing ../shared is a failure (tests/conftest.py)
+})
+ENV_PREFIX = "RTAUDIT_"
+ENV_NESTED = "__"
+
+
+def _env_names(model: type[BaseModel], prefix: str) -> list[str]:
+    """Every environment variable name that sets a field of ``model`` (nested models expanded)."""
+    names = []
+    for name, field in model.model_fields.items():
+        env = f"{prefix}{name.upper()}"
+        names.append(env)
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            names += _env_names(sub, env + ENV_NESTED)
+    return names
+
+
+def _is_open_map(model: type[BaseModel], parts: list[str]) -> bool:
+    """Whether ``parts`` (lower-case field path) reaches into a ``dict`` field, whose keys are free."""
+    for i, part in enumerate(parts):
+        field = model.model_fields.get(part)
+        if field is None:
+            return False
+        sub = field.annotation
+        if isinstance(sub, type) and issubclass(sub, BaseModel):
+            model = sub
+            continue
+        return getattr(sub, "__origin__", None) is dict and i < len(parts) - 1
+    return False
+
+
+def check_environment(environ: dict[str, str] | os._Environ[str] | None = None) -> None:
+    """Refuse an ``RTAUDIT_*`` environment variable that sets nothing (usually a typo).
+
+    Raises:
+        SettingsError: naming the variable and the closest valid name (difflib).
+    """
+    environ = os.environ if environ is None else environ
+    valid = set(_env_names(Settings, ENV_PREFIX)) | OTHER_ENV_VARS
+    for key in environ:
+        upper = key.upper()
+        if not upper.startswith(ENV_PREFIX) or upper in valid:
+            continue
+        parts = upper[len(ENV_PREFIX):].lower().split(ENV_NESTED)
+        if _is_open_map(Settings, parts):  # e.g. RTAUDIT_TENANTS__ACME__SLO_MS, RTAUDIT_BATCH__MAX_SIZE__TEXT
+            continue
+        close = difflib.get_close_matches(upper, sorted(valid), n=1, cutoff=0.6)
+        hint = f": did you mean {close[0]}?" if close else f" (valid names: {', '.join(sorted(valid))})"
+        raise SettingsError(f"unknown environment variable {key}{hint}")
+
+
+#: Parts of environment variable names whose values are never echoed in an error.
+_SECRET_WORDS = ("SECURITY", "PASSWORD", "SECRET", "TOKEN")
+
+
+def _env_vars_of(loc: tuple[Any, ...], environ: Any) -> list[str]:
+    """The environment variables that supplied the value at ``loc``: the one that names it or a
+    parent of it, else (for a table-wide check such as ``security``) those that set keys inside it."""
+    upper = {k.upper(): k for k in environ}
+    parts = [str(p) for p in loc]
+    if parts and parts[0] == "bootstrap_servers":
+        for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS"):
+            if name in upper:
+                return [upper[name]]
+    for n in range(len(parts), 0, -1):
+        name = ENV_PREFIX + ENV_NESTED.join(parts[:n]).upper()
+        if name in upper:
+            return [upper[name]]
+    inner = ENV_PREFIX + ENV_NESTED.join(parts).upper() + ENV_NESTED
+    return sorted(upper[k] for k in upper if parts and k.startswith(inner))
+
+
+def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
+    """One clause per error: where the value came from (environment variable, file or code), and why it is bad.
+    Values are echoed except those of secret-looking variables."""
+    clauses = []
+    for err in exc.errors():
+        loc = tuple(err["loc"])
+        where = ".".join(str(p) for p in loc) or "<settings>"
+        envs = _env_vars_of(loc, environ)
+        if envs:
+            shown = [e if any(w in e.upper() for w in _SECRET_WORDS) else f"{e}={environ[e]!r}" for e in envs]
+            source = f"environment variable{'s' if len(envs) > 1 else ''} {', '.join(shown)}"
+        else:
+            source = str(file) if file else "the defaults"
+        msg = err["msg"].removeprefix("Value error, ")
+        value = err.get("input")
+        secret = any(w.lower() in where.lower() for w in _SECRET_WORDS)
+        shown = f" = {value!r}" if isinstance(value, str | int | float | bool) and not secret and not envs else ""
+        clauses.append(f"{where}{shown} (from {source}): {msg}")
+    return "; ".join(clauses)
+
+
 def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) -> Settings:
-    """Read and validate settings. Raises :class:`SettingsError` naming the bad value."""
+    """Read and validate settings.
+
+    Raises:
+        SettingsError: an unreadable settings file, an unknown ``RTAUDIT_*`` environment
+            variable, or a bad value; the message names the key, the value's source
+            (environment variable or file) and why it is bad.
+    """
     data: dict[str, Any] = {}
     p = config_path(path)
     if p is not None:
@@ -258,9 +367,9 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
             data = tomllib.loads(p.read_text())
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read settings file {p}: {exc}") from None
+    check_environment()
     data.update(overrides)
     try:
         return Settings(**data)
     except ValidationError as exc:
-        where = f" in {p}" if p else ""
-        raise SettingsError(f"invalid settings{where}: {exc}") from None
+        raise SettingsError(f"invalid settings: {_describe(exc, p, os.environ)}") from None
