@@ -2,8 +2,21 @@
 
 The contract (after Ray Serve's batching): one partial per task, in order; an
 item that is past its deadline when the batch forms is not inferred
-(``expired``); an item whose input is bad fails alone (``error`` + a DLQ entry);
-when the model itself raises, every item of the batch fails with that error.
+(``expired``). Every failure is per item, whatever stage it happens in:
+
+* **prepare** (load, decode, resize) raises for one task: that item fails alone.
+* **infer** returns an exception in place of one output (a stage that loops over
+  its items, as OCR does): that item fails alone.
+* **infer** raises for the whole batch (a poison item inside a batched model
+  call, a wrong output count, an out-of-memory): the batch is split in halves and
+  each half inferred again, down to single items, so only the items that fail on
+  their own fail (Ray Serve fails every caller of a raising batch; here a bad
+  input must not cost its batch-mates their scores). When the model itself is
+  broken every item still fails, after ``2n - 1`` calls.
+
+Each failed item gets its own :class:`AuditError` instance carrying its own
+``request_id`` and a readable message (exception type and message, never empty,
+no object reprs), so a DLQ record is never labelled with a batch-mate's id.
 """
 
 from __future__ import annotations
@@ -12,11 +25,12 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from engine.clock import now_ms as wall_now_ms
 from engine.clock import past_deadline
 from engine.models import ModelStage, StageOutput
-from schemas.errors import AuditError, InferenceFailed
+from schemas.errors import AuditError, InferenceFailed, describe
 from schemas.messages import Evidence, ModalityTask, PartialScore, Timings
 
 log = logging.getLogger(__name__)
@@ -49,6 +63,35 @@ def _partial(
     )
 
 
+def _error_for(exc: BaseException, task: ModalityTask) -> AuditError:
+    """``exc`` as an :class:`AuditError` of ``task`` alone (a copy: the same exception object may
+    have failed other items too); anything untyped becomes ``InferenceFailed`` with its type and message."""
+    if isinstance(exc, AuditError):
+        return exc.for_request(task.request_id)
+    return InferenceFailed(describe(exc), request_id=task.request_id)
+
+
+def infer_isolated(stage: ModelStage, inputs: list[Any]) -> list[StageOutput | BaseException]:
+    """One result per input, in order: a :class:`StageOutput`, or the exception that input failed with.
+
+    The batch is inferred in one call; when that call raises or returns the wrong
+    number of outputs, its two halves are inferred again, recursively, so a single
+    poison input costs about ``2·log2(n)`` extra calls and fails alone.
+    """
+    try:
+        results = list(stage.infer(inputs))
+        if len(results) != len(inputs):
+            raise InferenceFailed(f"{stage.stage} returned {len(results)} outputs for {len(inputs)} inputs")
+        return results
+    except Exception as exc:
+        if len(inputs) == 1:
+            return [exc]
+        log.warning("a batch of %d failed on %s (%s): inferring its halves to isolate the failing items",
+                    len(inputs), stage.stage, describe(exc))
+        mid = len(inputs) // 2
+        return infer_isolated(stage, inputs[:mid]) + infer_isolated(stage, inputs[mid:])
+
+
 def process_batch(
     stage: ModelStage, tasks: list[ModalityTask], *, now_ms: Callable[[], int] = wall_now_ms,
 ) -> BatchResult:
@@ -60,7 +103,8 @@ def process_batch(
         now_ms: wall clock in epoch ms (tests pass a fake).
 
     Returns:
-        A :class:`BatchResult` with exactly ``len(tasks)`` partials.
+        A :class:`BatchResult` with exactly ``len(tasks)`` partials; ``failures`` holds
+        one distinct :class:`AuditError` per failed item, its ``request_id`` set to the item's.
     """
     formed_at = now_ms()
     prepared: list[tuple[int, object]] = []
@@ -73,24 +117,22 @@ def process_batch(
         try:
             prepared.append((i, stage.prepare(task)))
         except AuditError as exc:
-            failed[i] = exc
+            failed[i] = _error_for(exc, task)
         except Exception as exc:  # a bug or library error on one item must not fail the batch
-            log.exception("prepare failed for %s %s", task.request_id, task.part)
-            failed[i] = InferenceFailed(f"{type(exc).__name__}: {exc}", request_id=task.request_id)
+            log.exception("prepare failed for %s %s on %s", task.request_id, task.part, stage.stage)
+            failed[i] = _error_for(exc, task)
 
     outputs: dict[int, StageOutput] = {}
     started = time.perf_counter()
     if prepared:
-        try:
-            results = stage.infer([x for _, x in prepared])
-            if len(results) != len(prepared):
-                raise InferenceFailed(f"{stage.stage} returned {len(results)} outputs for {len(prepared)} inputs")
-            outputs = {i: out for (i, _), out in zip(prepared, results)}
-        except Exception as exc:
-            err = exc if isinstance(exc, AuditError) else InferenceFailed(f"{type(exc).__name__}: {exc}")
-            log.exception("inference failed for a batch of %d on %s", len(prepared), stage.stage)
-            for i, _ in prepared:
-                failed[i] = err
+        results = infer_isolated(stage, [x for _, x in prepared])
+        for (i, _), result in zip(prepared, results):
+            if isinstance(result, BaseException):
+                failed[i] = _error_for(result, tasks[i])
+                log.warning("inference failed for %s %s on %s: %s", tasks[i].request_id, tasks[i].part,
+                            stage.stage, failed[i].message, exc_info=not isinstance(result, AuditError))
+            else:
+                outputs[i] = result
     inference_s = time.perf_counter() - started
 
     produced_at = now_ms()

@@ -8,6 +8,7 @@ and the ``error_code`` metric label.
 
 from __future__ import annotations
 
+import copy
 import re
 from enum import StrEnum
 
@@ -20,6 +21,19 @@ def readable(message: str) -> str:
     """``message`` without default object reprs: error texts reach verdicts, DLQ records and
     users, where a memory address says nothing."""
     return _OBJECT_REPR.sub("", message)
+
+
+def describe(exc: BaseException, limit_chars: int = 500) -> str:
+    """``"<ExceptionType>: <message>"`` for an exception a library raised, fit for a verdict or
+    a DLQ record: never empty (an empty message, as RapidOCR's ``ResizeImgError()`` has, falls
+    back to the exception's cause, else to the type name alone), object reprs removed,
+    whitespace collapsed to one line, cut at ``limit_chars`` characters."""
+    text = " ".join(readable(str(exc)).split())
+    cause = exc.__cause__ or exc.__context__
+    if not text and cause is not None and cause is not exc:
+        text = f"caused by {describe(cause, limit_chars)}"
+    line = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    return line if len(line) <= limit_chars else line[: limit_chars - 1] + "…"
 
 
 class ErrorCode(StrEnum):
@@ -50,11 +64,18 @@ class AuditError(Exception):
     retriable: bool = False
 
     def __init__(self, message: str, *, request_id: str | None = None) -> None:
-        message = readable(message)
+        message = readable(message).strip() or f"{type(self).__name__} (no message)"
         super().__init__(message)
         self.message = message
         #: request id when it could be read from the bad input, else ``None``.
         self.request_id = request_id
+
+    def for_request(self, request_id: str) -> AuditError:
+        """A copy of this error addressed to ``request_id``: each failed item gets its own
+        instance, so setting one item's id never relabels another's DLQ record."""
+        twin = copy.copy(self)
+        twin.request_id = request_id
+        return twin
 
 
 class InvalidJSON(AuditError):

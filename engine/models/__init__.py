@@ -6,7 +6,10 @@ A stage has two halves, both run off the event loop by the worker:
   input (decoded text, an RGB array); it raises a typed ``AuditError`` for bad
   input, which fails that item alone.
 * ``infer(inputs)`` runs the model on the whole micro-batch and returns one
-  :class:`StageOutput` per input, in order.
+  :class:`StageOutput` per input, in order; a stage that loops over its inputs
+  may put the exception one input raised in that input's place, which fails
+  that item alone. When ``infer`` raises, :func:`engine.stage.process_batch`
+  splits the batch to find the items that fail on their own.
 """
 
 from __future__ import annotations
@@ -35,4 +38,4 @@ class ModelStage(Protocol):
 
     def prepare(self, task: ModalityTask) -> Any: ...
 
-    def infer(self, inputs: list[Any]) -> list[StageOutput]: ...
+    def infer(self, inputs: list[Any]) -> list[StageOutput | BaseException]: ...

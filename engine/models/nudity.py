@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from engine.media import MediaPolicy, load_image_bgr
+from engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
 from engine.models import StageOutput
 from engine.models.onnx import session
 from schemas.messages import Evidence, ModalityTask, ModelRef
@@ -36,7 +36,8 @@ CATEGORIES = ("sexual", "suggestive")
 
 
 class NudityStage:
-    """The ``image`` stage. ``prepare`` loads and decodes (``uint8[h, w, 3]`` BGR for the detector).
+    """The ``image`` stage. ``prepare`` loads, decodes and fits (``uint8[h, w, 3]`` BGR, longest side
+    at most :attr:`max_side_px` pixels) for the detector.
 
     ``intra_op_threads``: onnxruntime intra-op threads of the detector session (0: onnxruntime's default).
     """
@@ -54,13 +55,26 @@ class NudityStage:
         self.media_policy = media_policy
         self.model = ModelRef(name="nudenet-320n", version=metadata.version("nudenet"))
 
-    def prepare(self, task: ModalityTask) -> np.ndarray:
-        return load_image_bgr(task.media, self.media_policy)
+    #: longest side, pixels, an image is scaled down to before detection. The detector sees a
+    #: 320×320 letterbox anyway; scaling first (area interpolation) bounds memory: NudeNet pads
+    #: to a square of the longest side, which for a 40000×1000 image would be 4.8 GB.
+    max_side_px = 640
 
-    def infer(self, inputs: list[np.ndarray]) -> list[StageOutput]:
-        detections: list[list[dict[str, Any]]] = self._detector.detect_batch(inputs, batch_size=max(1, len(inputs)))
+    def prepare(self, task: ModalityTask) -> FittedImage:
+        """Load and decode the task's image, scaled to :attr:`max_side_px` (any shape: a 1×1 or
+        1×10000 image is letterboxed by NudeNet like any other).
+
+        Raises:
+            AuditError: as :func:`engine.media.load_image_bgr`.
+        """
+        return fit_image(load_image_bgr(task.media, self.media_policy), max_side_px=self.max_side_px)
+
+    def infer(self, inputs: list[FittedImage]) -> list[StageOutput]:
+        """Detections per image; evidence boxes are ``(x, y, width, height)`` in original-image pixels."""
+        images = [f.bgr for f in inputs]
+        detections: list[list[dict[str, Any]]] = self._detector.detect_batch(images, batch_size=max(1, len(images)))
         outputs = []
-        for dets in detections:
+        for fitted, dets in zip(inputs, detections):
             scores = {c: 0.0 for c in CATEGORIES}
             evidence = []
             for d in dets:
@@ -68,7 +82,7 @@ class NudityStage:
                 score = round(float(d["score"]), 4)
                 if category in scores:
                     scores[category] = max(scores[category], score)
-                x, y, w, h = (int(v) for v in d["box"])
-                evidence.append(Evidence(part="", category=category, score=score, label=d["class"], box=(x, y, w, h)))
+                box = fitted.to_original(tuple(int(v) for v in d["box"]))  # type: ignore[arg-type]
+                evidence.append(Evidence(part="", category=category, score=score, label=d["class"], box=box))
             outputs.append(StageOutput(scores=scores, evidence=evidence))
         return outputs

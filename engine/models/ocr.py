@@ -11,11 +11,10 @@ from __future__ import annotations
 
 from importlib import metadata
 
-import cv2
 import numpy as np
 
 from engine.models import StageOutput
-from engine.media import MediaPolicy, load_image_bgr
+from engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
 from engine.models.text import model_ref, stage_output
 from engine.text.scoring import TextScorer
 from schemas.messages import Evidence, ModalityTask, ModelRef
@@ -25,7 +24,7 @@ class OCRStage:
     """The ``ocr`` stage: lines with boxes and confidences, transcript scored for text categories.
 
     Evidence: one ``category="ocr"`` item per recognized line (``text``, ``box`` in
-    pixels, ``score`` = recognition confidence), then the text model's word spans,
+    original-image pixels, ``score`` = recognition confidence), then the text model's word spans,
     whose offsets point into the transcript (lines joined with ``"\\n"``).
     ``intra_op_threads``: onnxruntime intra-op threads of RapidOCR's detection, angle and
     recognition sessions (0: onnxruntime's default).
@@ -53,18 +52,25 @@ class OCRStage:
     #: stays legible, and a huge image cannot hold the stage for minutes (measured: a
     #: 6300×6300 page took 110 s at full size on 2 cores).
     max_side_px = 2048
+    #: widest longer/shorter side ratio OCR runs on; a thinner image is padded (white) to it.
+    #: RapidOCR scales the *short* side up to 736 px before detection, so a 20×2000 strip
+    #: became a 736×73600 detector input (39 s on 2 cores) and a 1×10000 strip, scaled to
+    #: 0 px, raised ``ResizeImgError``. At 4:1 the detector input stays at most 736×2944,
+    #: under a normal page's.
+    max_aspect = 4.0
 
-    def prepare(self, task: ModalityTask) -> np.ndarray:
+    def prepare(self, task: ModalityTask) -> FittedImage:
+        """Load and decode the task's image, scaled to :attr:`max_side_px` and padded to
+        :attr:`max_aspect` (any shape from 1×1 up is read; tiny images are upscaled by RapidOCR).
+
+        Raises:
+            AuditError: as :func:`engine.media.load_image_bgr`.
+        """
         bgr = load_image_bgr(task.media, self.media_policy)
-        height, width = bgr.shape[:2]
-        scale = self.max_side_px / max(height, width)
-        if scale < 1.0:
-            size = (max(1, round(width * scale)), max(1, round(height * scale)))
-            bgr = cv2.resize(bgr, size, interpolation=cv2.INTER_AREA)
-        return bgr
+        return fit_image(bgr, max_side_px=self.max_side_px, max_aspect=self.max_aspect)
 
     def recognize(self, bgr: np.ndarray) -> list[tuple[str, float, tuple[int, int, int, int]]]:
-        """``(text, confidence, (x, y, w, h))`` per recognized line, top to bottom."""
+        """``(text, confidence, (x, y, w, h))`` per recognized line, top to bottom; boxes in ``bgr``'s pixels."""
         result, _ = self._ocr(bgr, text_score=self.text_score)
         lines = []
         for quad, text, conf in result or []:
@@ -74,12 +80,27 @@ class OCRStage:
             lines.append((str(text), float(conf), box))
         return lines
 
-    def infer(self, inputs: list[np.ndarray]) -> list[StageOutput]:
-        all_lines = [self.recognize(img) for img in inputs]
-        transcripts = ["\n".join(t for t, _, _ in lines) for lines in all_lines]
-        text_outputs = [stage_output(r) for r in self.scorer.score(transcripts)]
-        outputs = []
-        for lines, transcript, text_out in zip(all_lines, transcripts, text_outputs):
+    def _lines(self, fitted: FittedImage) -> list[tuple[str, float, tuple[int, int, int, int]]] | BaseException:
+        """The lines of one image with boxes in original-image pixels, or the exception it raised
+        (RapidOCR has no cross-image batching, so one image's failure is its own)."""
+        try:
+            return [(t, c, fitted.to_original(b)) for t, c, b in self.recognize(fitted.bgr)]
+        except Exception as exc:
+            return exc
+
+    def infer(self, inputs: list[FittedImage]) -> list[StageOutput | BaseException]:
+        """One output per image, or the exception that image's recognition raised (it fails alone)."""
+        all_lines = [self._lines(f) for f in inputs]
+        read = [lines for lines in all_lines if not isinstance(lines, BaseException)]
+        transcripts = ["\n".join(t for t, _, _ in lines) for lines in read]
+        text_outputs = iter([stage_output(r) for r in self.scorer.score(transcripts)] if transcripts else [])
+        outputs: list[StageOutput | BaseException] = []
+        for lines in all_lines:
+            if isinstance(lines, BaseException):
+                outputs.append(lines)
+                continue
+            text_out = next(text_outputs)
+            transcript = "\n".join(t for t, _, _ in lines)
             evidence = [
                 Evidence(part="", category="ocr", label="ocr_line", score=round(min(max(c, 0.0), 1.0), 4), text=t, box=b)
                 for t, c, b in lines

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.media import MediaPolicy, check_uri, decode_image, load_bytes, load_image_bgr
+from engine.media import MediaPolicy, check_uri, decode_image, fit_image, load_bytes, load_image_bgr
 from schemas.errors import MediaFetchFailed, MediaTooLarge, MediaUndecodable, URINotAllowed
 from schemas.messages import MediaItem
 
@@ -228,3 +228,49 @@ def test_check_uri_allows_no_http_host_by_default():
 def test_check_uri_rejects_unsupported_schemes(uri):
     with pytest.raises(URINotAllowed, match="scheme"):
         check_uri(uri, MediaPolicy(allowed_http_hosts=("cdn.example.com",)))
+
+
+def test_undecodable_messages_name_the_cause_not_an_object_repr():
+    with pytest.raises(MediaUndecodable) as info:
+        decode_image(b"definitely not an image", POLICY)
+    assert info.value.message == "not an image format Pillow can read (23 bytes)"
+    with pytest.raises(MediaUndecodable, match=r"^empty media item \(0 bytes\)$"):
+        decode_image(b"", POLICY)
+
+
+def test_load_image_bgr_names_the_declared_type_of_undecodable_media():
+    with pytest.raises(MediaUndecodable, match=r"\(declared image/png\)$"):
+        load_image_bgr(inline_media(b"plain text", mime="image/png"), POLICY)
+
+
+@pytest.mark.parametrize(
+    "width, height, max_side_px, max_aspect, fitted_wh",
+    [
+        (30, 20, 100, None, (30, 20)),  # small enough: untouched, never scaled up
+        (400, 100, 200, None, (200, 50)),
+        (1, 10_000, 2048, 4.0, (512, 2048)),  # 1×2048 after scaling (no side below 1 px), padded to 4:1
+        (10_000, 1, 2048, 4.0, (2048, 512)),
+        (1, 1, 2048, 4.0, (1, 1)),
+        (5, 500, 2048, 4.0, (125, 500)),
+        (100, 400, 2048, 4.0, (100, 400)),  # exactly 4:1: no padding
+    ],
+)
+def test_fit_image_scales_down_then_pads_to_the_aspect_limit(width, height, max_side_px, max_aspect, fitted_wh):
+    bgr = np.zeros((height, width, 3), np.uint8)
+    fitted = fit_image(bgr, max_side_px=max_side_px, max_aspect=max_aspect)
+    assert fitted.bgr.shape == (fitted_wh[1], fitted_wh[0], 3) and fitted.bgr.flags["C_CONTIGUOUS"]
+    assert fitted.original_size == (width, height)
+    assert fitted.scale == min(1.0, max_side_px / max(width, height))
+
+
+def test_fit_image_pads_bottom_and_right_with_the_pad_value():
+    fitted = fit_image(np.zeros((8, 1, 3), np.uint8), max_side_px=100, max_aspect=2.0, pad_value=255)
+    assert fitted.bgr.shape == (8, 4, 3)
+    assert (fitted.bgr[:, 0] == 0).all() and (fitted.bgr[:, 1:] == 255).all(), "the image stays at (0, 0)"
+
+
+def test_fitted_boxes_map_back_to_original_pixels_clipped_to_the_image():
+    fitted = fit_image(np.zeros((1000, 4000, 3), np.uint8), max_side_px=400)
+    assert fitted.scale == 0.1
+    assert fitted.to_original((10, 20, 30, 40)) == (100, 200, 300, 400)
+    assert fitted.to_original((390, 90, 50, 50)) == (3900, 900, 100, 100)

@@ -80,7 +80,8 @@ def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
         request_id="r", tenant_id="t", part="image:0", modality="image", lane="lo", created_at_ms=0,
         deadline_ms=10**13, routed_at_ms=0, media=MediaItem(type="image", data_b64=b64.b64encode(buf.getvalue()).decode()),
     )
-    assert ocr_stage.prepare(task).shape == (1024, 2048, 3)
+    fitted = ocr_stage.prepare(task)
+    assert fitted.bgr.shape == (1024, 2048, 3) and fitted.scale == 2048 / 6000
 
 
 def test_text_stage_sees_through_evasions_and_points_at_what_was_written(text_stage):

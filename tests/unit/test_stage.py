@@ -102,7 +102,9 @@ def test_bad_input_fails_only_its_item():
     assert stage.infer_inputs == [["fine", "also fine"]]
     failed = result.partials[1]
     assert (failed.error_code, failed.error) == ("media_undecodable", "not a decodable image")
-    assert result.failures == [(1, broken)]
+    ((index, error),) = result.failures
+    assert index == 1 and type(error) is MediaUndecodable and error.message == "not a decodable image"
+    assert error.request_id == "req-1"
 
 
 def test_unexpected_prepare_exception_becomes_inference_failed():
@@ -119,14 +121,17 @@ def test_unexpected_prepare_exception_becomes_inference_failed():
     "infer_error, code",
     [(RuntimeError("CUDA out of memory"), "inference_failed"), (URINotAllowed("weird"), "uri_not_allowed")],
 )
-def test_model_failure_fails_every_prepared_item(infer_error, code):
+def test_a_broken_model_fails_every_prepared_item_each_with_its_own_error(infer_error, code):
     stage = FakeTextStage(prepare_errors={"bad": MediaUndecodable("x")}, infer_error=infer_error)
     result = process_batch(stage, batch("a", "bad", "late", "b", expired=("late",)), now_ms=FakeClock())
     assert statuses(result) == ["error", "error", "expired", "error"]
     assert [result.partials[i].error_code for i in (0, 3)] == [code, code]
     assert result.partials[1].error_code == "media_undecodable"
     assert [i for i, _ in result.failures] == [0, 1, 3]
+    assert [e.request_id for _, e in result.failures] == ["req-0", "req-1", "req-3"]
+    assert len({id(e) for _, e in result.failures}) == 3, "one error instance per failed item"
     assert result.inferred == 0
+    assert stage.infer_inputs == [["a", "b"], ["a"], ["b"]], "the batch, then each half"
 
 
 @pytest.mark.parametrize("output_count_delta", [1, -1])
@@ -134,7 +139,58 @@ def test_wrong_number_of_outputs_fails_the_batch(output_count_delta):
     result = process_batch(FakeTextStage(output_count_delta=output_count_delta), batch("a", "b"), now_ms=FakeClock())
     assert statuses(result) == ["error", "error"]
     assert {p.error_code for p in result.partials} == {"inference_failed"}
-    assert "outputs for 2 inputs" in result.partials[0].error
+    assert "outputs for 1 inputs" in result.partials[0].error
+
+
+class PoisonStage(FakeTextStage):
+    """A batched model call that raises when any input is in ``poison`` (one shared exception object)."""
+
+    def __init__(self, poison: dict[str, Exception]) -> None:
+        super().__init__()
+        self.poison = poison
+
+    def infer(self, inputs: list[str]) -> list[StageOutput]:
+        self.infer_inputs.append(list(inputs))
+        for text in inputs:
+            if text in self.poison:
+                raise self.poison[text]
+        return [StageOutput(scores={"profanity": len(t) / 100}) for t in inputs]
+
+
+def test_a_poison_item_in_a_batched_call_fails_alone_with_its_own_request_id():
+    shared = ValueError()  # an empty message, as RapidOCR's ResizeImgError() has
+    stage = PoisonStage({"poison": shared, "venom": shared})
+    texts = ["a", "b", "poison", "c", "d", "venom", "e", "f"]
+    result = process_batch(stage, batch(*texts), now_ms=FakeClock())
+    assert statuses(result) == ["ok", "ok", "error", "ok", "ok", "error", "ok", "ok"]
+    assert [p.scores for p in result.partials if p.status == "ok"] == [{"profanity": 0.01}] * 6
+    assert result.inferred == 6
+    assert [(i, e.request_id) for i, e in result.failures] == [(2, "req-2"), (5, "req-5")]
+    first, second = (e for _, e in result.failures)
+    assert first is not second
+    assert first.message == "ValueError" and result.partials[2].error == "ValueError"
+    assert len(stage.infer_inputs) < 2 * len(texts), "bisection, not one call per item"
+
+
+def test_a_stage_may_fail_one_item_by_returning_its_exception():
+    class LoopingStage(FakeTextStage):
+        def infer(self, inputs):
+            return [RuntimeError(f"cannot read {t}") if t == "bad" else StageOutput(scores={"x": 1.0}) for t in inputs]
+
+    stage = LoopingStage()
+    result = process_batch(stage, batch("good", "bad", "good too"), now_ms=FakeClock())
+    assert statuses(result) == ["ok", "error", "ok"]
+    (index, error), = result.failures
+    assert (index, error.request_id, error.code) == (1, "req-1", "inference_failed")
+    assert error.message == "RuntimeError: cannot read bad"
+
+
+def test_error_messages_name_the_type_and_never_show_object_reprs():
+    import io
+
+    stage = PoisonStage({"repr": OSError(f"cannot identify image file {io.BytesIO()!r}")})
+    result = process_batch(stage, batch("repr"), now_ms=FakeClock())
+    assert result.partials[0].error == "OSError: cannot identify image file"
 
 
 def test_evidence_gets_the_task_part():
@@ -176,3 +232,24 @@ def test_real_text_stage_scores_and_locates_profanity(text_stage):
     for ev in rude_after_emoji.evidence:
         assert texts[2][slice(*ev.span)] == ev.text, "spans are code-point offsets into the text"
     assert "fucking" in {ev.text for ev in rude_after_emoji.evidence}
+
+
+def test_real_text_stage_isolates_an_input_its_scorer_rejects(text_stage):
+    """The real scorer raises ``TypeError`` for a whole batch holding one non-``str``: the batch is
+    split and only that item fails."""
+
+    class OneNone:
+        stage, model = text_stage.stage, text_stage.model
+
+        def prepare(self, t):
+            return None if t.text == "poison" else text_stage.prepare(t)
+
+        def infer(self, inputs):
+            return text_stage.infer(inputs)
+
+    result = process_batch(OneNone(), batch("hello there", "poison", "you fucking idiot", "nice"), now_ms=FakeClock())
+    assert statuses(result) == ["ok", "error", "ok", "ok"]
+    assert result.partials[2].scores["offensive"] >= 0.5
+    ((index, error),) = result.failures
+    assert (index, error.request_id, error.code) == (1, "req-1", "inference_failed")
+    assert error.message.startswith("TypeError: ")
