@@ -49,21 +49,42 @@ def readable_request_id(payload: Any) -> str | None:
     return None
 
 
-def readable_fields(raw: bytes) -> dict[str, Any]:
+def request_id_of_key(key: bytes | None) -> str | None:
+    """A record key read as a request id: strict UTF-8 and valid per the contract, else ``None``.
+
+    Producers key ``audit.requests`` by request id (:mod:`workers.client` does), so the key
+    still addresses a rejection when the value is empty or unreadable.
+    """
+    if not key:
+        return None
+    try:
+        text = key.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return _valid(_request_id, text)
+
+
+def readable_fields(raw: bytes, key: bytes | None = None) -> dict[str, Any]:
     """``request_id``, ``tenant_id`` and ``created_at_ms`` of bad input: those that are present
-    and valid per the contract (so a rejection can still be addressed and timed)."""
+    and valid per the contract (so a rejection can still be addressed and timed).
+
+    The request id comes from the value when it holds a valid one, else from the record
+    ``key`` (:func:`request_id_of_key`): an empty or non-JSON value keyed by its request id
+    still gets a verdict. Without a request id from either, the result is ``{}``.
+    """
     try:
         payload = orjson.loads(raw)
     except orjson.JSONDecodeError:
-        return {}
-    rid = readable_request_id(payload)
+        payload = None
+    rid = readable_request_id(payload) or request_id_of_key(key)
     if rid is None:
         return {}
     out: dict[str, Any] = {"request_id": rid}
-    for name, adapter in (("tenant_id", _tenant_id), ("created_at_ms", _epoch_ms)):
-        value = _valid(adapter, payload.get(name))
-        if value is not None:
-            out[name] = value
+    if isinstance(payload, dict):
+        for name, adapter in (("tenant_id", _tenant_id), ("created_at_ms", _epoch_ms)):
+            value = _valid(adapter, payload.get(name))
+            if value is not None:
+                out[name] = value
     return out
 
 

@@ -26,9 +26,10 @@ lane_topics = {(m, lane): raw_topic(app, lane_topic(m, lane)) for m in MODALITIE
 dead_letters = DeadLetters(app, ROLE)
 
 
-def rejection_manifest(raw: bytes, error: AuditError) -> Manifest | None:
-    """A manifest that makes fusion answer at once with ``on_rejected``, when the request id is readable."""
-    fields = readable_fields(raw)
+def rejection_manifest(raw: bytes, error: AuditError, key: bytes | None = None) -> Manifest | None:
+    """A manifest that makes fusion answer at once with ``on_rejected``, when the request id is
+    readable from the value or, failing that, from the record key."""
+    fields = readable_fields(raw, key)
     if "request_id" not in fields:
         return None
     now = now_ms()
@@ -48,9 +49,9 @@ async def route(stream):  # type: ignore[no-untyped-def]
             request = decode(raw, AuditRequest)
             plan = router.plan(request, now_ms())
         except AuditError as exc:
-            exc.request_id = exc.request_id or readable_fields(raw).get("request_id")
+            exc.request_id = exc.request_id or readable_fields(raw, event.key).get("request_id")
             await dead_letters.send(event, exc)
-            manifest = rejection_manifest(raw, exc)
+            manifest = rejection_manifest(raw, exc, event.key)
             if manifest is not None:
                 await scores_topic.send(key=manifest.request_id.encode(), value=encode(manifest))
             continue

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from schemas.codec import decode, decode_scores_record, encode, readable_fields
+from schemas.codec import decode, decode_scores_record, encode, readable_fields, request_id_of_key
 from schemas.errors import ErrorCode, InvalidJSON, SchemaViolation
 from schemas.export import CONTRACTS, SCHEMA_DIR, render
 from schemas.messages import (
@@ -244,3 +244,33 @@ def audit_requests(draw):
 @given(audit_requests())
 def test_any_valid_audit_request_round_trips(request):
     assert decode(encode(request), AuditRequest) == request
+
+
+@pytest.mark.parametrize(
+    "raw", [b"", b"\xff\x00garbage", b"null", b"[1, 2]", b'{"text": "no id"}', b'{"request_id": "two words"}'],
+    ids=["empty", "not-json", "null", "array", "no-request-id", "invalid-request-id"],
+)
+def test_readable_fields_falls_back_to_the_record_key(raw):
+    assert readable_fields(raw, b"req-42") == {"request_id": "req-42"}
+    assert readable_fields(raw, None) == {}
+
+
+def test_readable_fields_prefers_the_value_request_id_and_keeps_value_fields_with_a_key_id():
+    assert readable_fields(orjson.dumps({"request_id": "r1"}), b"other-key") == {"request_id": "r1"}
+    raw = orjson.dumps({"tenant_id": "acme", "created_at_ms": 5, "request_id": 7})
+    assert readable_fields(raw, b"r9") == {"request_id": "r9", "tenant_id": "acme", "created_at_ms": 5}
+
+
+@pytest.mark.parametrize(
+    "key", [None, b"", b"two words", b"\xff\xfe", b"x" * 129, "caf\u00e9".encode()],
+    ids=["null", "empty", "space", "invalid-utf8", "too-long", "non-ascii"],
+)
+def test_a_key_that_is_not_a_valid_request_id_is_not_used(key):
+    assert request_id_of_key(key) is None
+    assert readable_fields(b"", key) == {}
+
+
+def test_a_key_addressed_rejection_is_a_valid_manifest():
+    fields = readable_fields(b"", b"req-7")
+    rejection = {"tenant_id": "unknown", "created_at_ms": 0, **fields, "deadline_ms": 0, "rejection": "empty value"}
+    assert Manifest.model_validate(rejection, strict=True).request_id == "req-7"
