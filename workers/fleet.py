@@ -3,6 +3,19 @@ topics, and one or more ``faust -A workers.<role> worker`` processes per role.
 
 Readiness is proven end to end: a probe request with text and an image must come
 back as a complete verdict (every consumer group has joined and every model loaded).
+
+Supervision (``supervise=True``, what ``rtaudit up`` runs): a thread checks every
+:data:`SUPERVISE_INTERVAL_S` and
+
+1. restarts the embedded broker when it died (a restart loses every topic, offset and
+   group: BROKER_NOTES), recreates the topics and restarts every worker;
+2. restarts each worker that exited, after the :class:`RestartPolicy` backoff (the
+   failure count resets once a worker has run ``healthy_after_s``), appending to the
+   same log file and reusing its metrics port; each restart is reported (``on_event``,
+   a log line) and counted (:attr:`Fleet.restarts`, ``rtaudit_restarts_total``).
+
+A process stopped through :meth:`Fleet.kill` or :meth:`Fleet.stop` is not restarted.
+Every child dies with this process whatever ends it (:mod:`workers.children`).
 """
 
 from __future__ import annotations
@@ -14,8 +27,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,12 +40,17 @@ from engine.clock import now_ms
 from schemas.messages import AuditRequest, MediaItem
 from topics.admin import ensure_topics
 from topics.catalog import catalog
+from workers import metrics
 from workers.broker import EmbeddedBroker, is_listening
+from workers.children import popen_options, reap_group, signal_group, stop_group
 from workers.client import AuditClient, verdict_reader
 from workers.settings import Settings
+from workers.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
 ROLES = ("router", "text", "image", "ocr", "fusion")
+#: seconds between two supervision checks.
+SUPERVISE_INTERVAL_S = 0.25
 
 
 class FleetNotReady(RuntimeError):
@@ -54,6 +74,24 @@ def probe_request() -> AuditRequest:
     )
 
 
+@dataclass(eq=False)
+class Slot:
+    """One supervised worker process: role, log index (``<role>-<index>.log``), metrics port
+    (0: none), the current process and its restart state (monotonic seconds)."""
+
+    role: str
+    index: int
+    metrics_port: int
+    proc: subprocess.Popen[bytes]
+    started_s: float
+    failures: int = 0
+    restart_at_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        return f"{self.role}-{self.index}"
+
+
 @dataclass
 class Fleet:
     """Processes of a local fleet. ``replicas`` maps role → process count (default 1)."""
@@ -67,14 +105,43 @@ class Fleet:
     #: extra environment for the worker processes.
     env: dict[str, str] = field(default_factory=dict)
     broker: EmbeddedBroker | None = None
-    processes: dict[str, list[subprocess.Popen[bytes]]] = field(default_factory=dict)
+    #: restart workers that exit (and the embedded broker when it dies); see the module doc.
+    supervise: bool = False
+    policy: RestartPolicy = field(default_factory=RestartPolicy)
+    #: called with a one-line message for each start, exit and restart (default: log only).
+    on_event: Callable[[str], None] | None = None
     #: role → index of the last process started (log files are ``<role>-<index>.log``).
     spawned: dict[str, int] = field(default_factory=dict)
+    #: role (or ``broker``) → restarts done by the supervisor.
+    restarts: dict[str, int] = field(default_factory=dict)
+    slots: list[Slot] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self._lock = threading.RLock()
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._ports_used = 0
+
+    @property
+    def processes(self) -> dict[str, list[subprocess.Popen[bytes]]]:
+        """role → its worker processes (the current one of each slot)."""
+        with self._lock:
+            out: dict[str, list[subprocess.Popen[bytes]]] = {}
+            for slot in self.slots:
+                out.setdefault(slot.role, []).append(slot.proc)
+            return out
+
+    def _report(self, message: str, level: int = logging.INFO) -> None:
+        """Log ``message``, and hand it to ``on_event`` (then it is logged at DEBUG only: one copy on a console)."""
+        log.log(level if self.on_event is None else logging.DEBUG, "%s", message)
+        if self.on_event is not None:
+            self.on_event(message)
 
     def start_broker_if_needed(self) -> None:
         """Start the embedded broker when the profile is local and nothing listens on its port."""
         if self.settings.bootstrap_servers is None and not is_listening("127.0.0.1", self.settings.embedded_port):
             self.broker = EmbeddedBroker(self.settings.embedded_port).start()
+            self._report(f"embedded broker listening on {self.broker.bootstrap} (pid {self.broker.process.pid})")  # type: ignore[union-attr]
 
     def start(self, ready_timeout_s: float = 180.0) -> None:
         """Broker (if needed), topics, workers; then wait for the probe verdict.
@@ -88,45 +155,71 @@ class Fleet:
 
     def launch(self) -> None:
         """Broker (if needed), topics and the worker processes, without waiting for readiness
-        (a caller that runs only some roles proves readiness its own way)."""
+        (a caller that runs only some roles proves readiness its own way); starts the
+        supervisor thread when ``supervise`` is set."""
+        self._stopping.clear()
         self.start_broker_if_needed()
-        ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
+        checks = ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
+        self._report(f"topics ready on {self.settings.bootstrap} ({len(checks)} topics)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for role in self.roles:
             for _ in range(self.replicas.get(role, 1)):
                 self.spawn(role)
+        if self.supervise and self._thread is None:
+            self._thread = threading.Thread(target=self._supervise, name="fleet-supervisor", daemon=True)
+            self._thread.start()
 
-    def spawn(self, role: str) -> subprocess.Popen[bytes]:
-        """Start one more ``faust -A workers.<role> worker`` process (it joins the role's consumer group)."""
+    def _next_metrics_port(self) -> int:
+        """Worker metrics ports follow ``metrics_port`` (which this process may serve itself)."""
+        if not self.settings.metrics_port:
+            return 0
+        self._ports_used += 1
+        return self.settings.metrics_port + self._ports_used
+
+    def _popen(self, role: str, index: int, metrics_port: int) -> subprocess.Popen[bytes]:
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
         if self.config is not None:
             env["RTAUDIT_CONFIG"] = str(Path(self.config).resolve())
         if self.settings.bootstrap_servers is None:
             env["RTAUDIT_EMBEDDED_PORT"] = str(self.settings.embedded_port)
-        if self.settings.metrics_port:
-            env["RTAUDIT_METRICS_PORT"] = str(self.settings.metrics_port + len(self._all()))
-        index = self.spawned[role] = self.spawned.get(role, -1) + 1
-        with open(self.log_dir / f"{role}-{index}.log", "wb") as logf:
-            proc = subprocess.Popen(
+        if metrics_port:
+            env["RTAUDIT_METRICS_PORT"] = str(metrics_port)
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        with open(self.log_dir / f"{role}-{index}.log", "ab") as logf:  # a restart appends, never truncates
+            return subprocess.Popen(
                 [faust_executable(), "-A", f"workers.{role}", "worker", "-l", "info", "--without-web"],
-                env=env, stdout=logf, stderr=subprocess.STDOUT, start_new_session=True,
+                env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
-        self.processes.setdefault(role, []).append(proc)
+
+    def spawn(self, role: str) -> subprocess.Popen[bytes]:
+        """Start one more ``faust -A workers.<role> worker`` process (it joins the role's consumer group)."""
+        with self._lock:
+            index = self.spawned[role] = self.spawned.get(role, -1) + 1
+            port = self._next_metrics_port()
+            proc = self._popen(role, index, port)
+            self.slots.append(Slot(role, index, port, proc, time.monotonic()))
+        self._report(f"started {role}-{index} (pid {proc.pid}{f', metrics on 127.0.0.1:{port}' if port else ''}, "
+                     f"log {self.log_dir / f'{role}-{index}.log'})")
         return proc
 
-    def _all(self) -> list[subprocess.Popen[bytes]]:
-        return [p for procs in self.processes.values() for p in procs]
-
     def exited(self) -> list[str]:
-        """Workers that stopped without :meth:`stop` (killed on purpose ones are forgotten)."""
-        return [f"{role} (exit {p.returncode})" for role, procs in self.processes.items() for p in procs if p.poll() is not None]
+        """Workers that stopped without :meth:`stop` and that nobody will restart (under
+        supervision: only those in a crash loop). Killed-on-purpose ones are forgotten."""
+        with self._lock:
+            return [f"{s.role} (exit {s.proc.returncode}{f', {s.failures} failures in a row' if self.supervise else ''})"
+                    for s in self.slots if s.proc.poll() is not None
+                    and (not self.supervise or s.failures >= self.policy.crash_loop_after)]
 
     def kill(self, role: str, sig: int = signal.SIGKILL) -> None:
-        """Send ``sig`` to every process of ``role`` and forget them (a crash, for failover tests)."""
-        for p in self.processes.pop(role, []):
-            if p.poll() is None:
-                p.send_signal(sig)
-            p.wait()
+        """Send ``sig`` to every process of ``role`` and forget them (a crash, for failover
+        tests: the supervisor does not restart them; :meth:`spawn` starts a new one)."""
+        with self._lock:
+            slots = [s for s in self.slots if s.role == role]
+            self.slots = [s for s in self.slots if s.role != role]
+        for s in slots:
+            if s.proc.poll() is None:
+                s.proc.send_signal(sig)
+            s.proc.wait()
 
     def wait_ready(self, timeout_s: float) -> float:
         """Send probe requests until one's verdict is complete; returns seconds waited."""
@@ -134,9 +227,14 @@ class Fleet:
         reader = verdict_reader(self.settings)
         client = AuditClient(self.settings)
         try:
+            attempt = 0
             while time.monotonic() - started < timeout_s:
                 if self.exited():
                     raise FleetNotReady(f"workers exited: {self.exited()}; logs in {self.log_dir}")
+                attempt += 1
+                if attempt > 1:
+                    self._report(f"waiting for the probe verdict ({time.monotonic() - started:.0f} s; "
+                                 "consumer groups join and models load)")
                 probe = probe_request()
                 client.submit(probe)
                 client.flush()
@@ -147,22 +245,89 @@ class Fleet:
         finally:
             reader.close()
 
-    def stop(self) -> None:
-        """SIGTERM every worker (Faust leaves its groups cleanly), SIGKILL stragglers, stop the broker."""
-        procs = self._all()
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-        for p in procs:
+    # ------------------------------------------------------------ supervision
+
+    def _supervise(self) -> None:
+        while not self._stopping.wait(SUPERVISE_INTERVAL_S):
             try:
-                p.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                p.kill()
-                p.wait()
-        self.processes.clear()
+                self.check()
+            except Exception:  # the thread must outlive its children (PDEATHSIG): log and go on
+                log.exception("fleet supervisor check failed")
+
+    def check(self) -> None:
+        """One supervision pass: the broker, then every worker slot (see the module doc)."""
+        with self._lock:
+            if not self.supervise or self._stopping.is_set():
+                return
+            if self.broker is not None and self.broker.process is not None and self.broker.process.poll() is not None:
+                self._restart_broker()
+                return
+            now = time.monotonic()
+            for slot in self.slots:
+                code = slot.proc.poll()
+                if code is None:
+                    if slot.failures and self.policy.is_healthy(now - slot.started_s):
+                        slot.failures = 0
+                    continue
+                if slot.restart_at_s is None:
+                    uptime = now - slot.started_s
+                    slot.failures = self.policy.failures_after_exit(slot.failures, uptime)
+                    delay = self.policy.delay_s(slot.failures)
+                    slot.restart_at_s = now + delay
+                    self._report(f"{slot.name} (pid {slot.proc.pid}) exited with {describe_exit(code)} after "
+                                 f"{uptime:.1f} s; restarting in {delay:.2f} s (failure {slot.failures} in a row)",
+                                 logging.WARNING)
+                elif now >= slot.restart_at_s:
+                    self._restart(slot)
+
+    def _restart(self, slot: Slot) -> None:
+        slot.proc = self._popen(slot.role, slot.index, slot.metrics_port)
+        slot.started_s, slot.restart_at_s = time.monotonic(), None
+        self.restarts[slot.role] = self.restarts.get(slot.role, 0) + 1
+        metrics.RESTARTS.labels(slot.role).inc()
+        self._report(f"restarted {slot.name} (pid {slot.proc.pid}); {slot.role} restarts so far: {self.restarts[slot.role]}",
+                     logging.WARNING)
+
+    def _restart_broker(self) -> None:
+        """The embedded broker died: start a new one on the same port, recreate the topics,
+        restart every worker (their groups, offsets and topics are gone with the old one)."""
+        assert self.broker is not None and self.broker.process is not None
+        code = self.broker.process.returncode
+        self._report(f"embedded broker (pid {self.broker.process.pid}) exited with {describe_exit(code)}: "
+                     "restarting it, recreating the topics and restarting every worker", logging.WARNING)
+        self.broker.stop()
+        for slot in self.slots:
+            stop_group(slot.proc, signal.SIGKILL, timeout_s=5.0)
+        try:
+            self.broker.start()
+            ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
+        except Exception as exc:
+            self._report(f"embedded broker restart failed ({exc}); retrying in {self.policy.cap_s:.0f} s", logging.ERROR)
+            self._stopping.wait(self.policy.cap_s)
+            return
+        self.restarts["broker"] = self.restarts.get("broker", 0) + 1
+        metrics.RESTARTS.labels("broker").inc()
+        for slot in self.slots:
+            self._restart(slot)
+        self._report(f"embedded broker restarted (pid {self.broker.process.pid}); topics recreated")
+
+    def stop(self) -> None:
+        """SIGTERM every worker (Faust leaves its groups cleanly), SIGKILL stragglers, stop the
+        broker, then the supervisor thread (last: its children die with it)."""
+        self._stopping.set()
+        with self._lock:
+            slots, self.slots = self.slots, []
+        for s in slots:  # every worker leaves its group at the same time...
+            if s.proc.poll() is None:
+                signal_group(s.proc, signal.SIGTERM)
+        for s in slots:  # ...then each is waited for, SIGKILLed with its group if it lingers
+            reap_group(s.proc, timeout_s=15.0)
         if self.broker is not None:
             self.broker.stop()
             self.broker = None
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+            self._thread = None
 
     def __enter__(self) -> "Fleet":
         self.start()
@@ -170,3 +335,13 @@ class Fleet:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def describe_exit(code: int | None) -> str:
+    """``exit 1`` or ``signal SIGKILL`` (Popen's negative return codes)."""
+    if code is not None and code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit {code}"
