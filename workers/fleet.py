@@ -44,6 +44,7 @@ from workers import metrics
 from workers.broker import EmbeddedBroker, is_listening
 from workers.children import popen_options, reap_group, signal_group, stop_group
 from workers.client import AuditClient, verdict_reader
+from workers.kafka import client_config
 from workers.settings import Settings
 from workers.supervision import RestartPolicy
 
@@ -159,7 +160,7 @@ class Fleet:
         supervisor thread when ``supervise`` is set."""
         self._stopping.clear()
         self.start_broker_if_needed()
-        checks = ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
+        checks = ensure_topics(client_config(self.settings), catalog(self.settings.partitions))
         self._report(f"topics ready on {self.settings.bootstrap} ({len(checks)} topics)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
         for role in self.roles:
@@ -300,7 +301,7 @@ class Fleet:
             stop_group(slot.proc, signal.SIGKILL, timeout_s=5.0)
         try:
             self.broker.start()
-            ensure_topics(self.settings.bootstrap, catalog(self.settings.partitions))
+            ensure_topics(client_config(self.settings), catalog(self.settings.partitions))
         except Exception as exc:
             self._report(f"embedded broker restart failed ({exc}); retrying in {self.policy.cap_s:.0f} s", logging.ERROR)
             self._stopping.wait(self.policy.cap_s)
