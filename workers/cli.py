@@ -140,8 +140,10 @@ def topics_create(config: ConfigOpt = None) -> None:
     from topics.admin import ensure_topics
     from topics.catalog import catalog
 
+    from workers.kafka import client_config
+
     s = _settings(config)
-    _print_checks(ensure_topics(s.bootstrap, catalog(s.partitions)))
+    _print_checks(ensure_topics(client_config(s), catalog(s.partitions)))
 
 
 @topics_app.command("verify")
@@ -150,8 +152,10 @@ def topics_verify(config: ConfigOpt = None) -> None:
     from topics.admin import ensure_topics
     from topics.catalog import catalog
 
+    from workers.kafka import client_config
+
     s = _settings(config)
-    checks = ensure_topics(s.bootstrap, catalog(s.partitions), create=False)
+    checks = ensure_topics(client_config(s), catalog(s.partitions), create=False)
     _print_checks(checks)
     if any(c.state != "exists" for c in checks):
         raise typer.Exit(1)

@@ -33,6 +33,9 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 
 Protocol = Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"]
 Mechanism = Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512", "OAUTHBEARER"]
+#: (secret field, the field naming a file that holds it)
+SECRET_FILES = (("ssl_key_password", "ssl_key_password_file"), ("sasl_password", "sasl_password_file"),
+                ("oauth_client_secret", "oauth_client_secret_file"))
 #: SASL mechanisms that authenticate with a username and a password.
 PASSWORD_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 
@@ -75,16 +78,24 @@ class SecuritySettings(BaseModel):
     oauth_client_secret_file: Path | None = None
     oauth_scope: str | None = None
 
-    @model_validator(mode="after")
-    def _consistent(self) -> "SecuritySettings":
-        for secret, file in (("ssl_key_password", "ssl_key_password_file"), ("sasl_password", "sasl_password_file"),
-                             ("oauth_client_secret", "oauth_client_secret_file")):
-            path = getattr(self, file)
+    @model_validator(mode="before")
+    @classmethod
+    def _secrets_from_files(cls, data: Any) -> Any:
+        """Read each ``*_file`` secret into its field (once, at load)."""
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        for secret, file in SECRET_FILES:
+            path = data.get(file)
             if path is None:
                 continue
-            if getattr(self, secret) is not None:
+            if data.get(secret) is not None:
                 raise ValueError(f"set security.{secret} or security.{file}, not both")
-            setattr(self, secret, SecretStr(_read_secret(path, file)))
+            data[secret] = _read_secret(Path(path), file)
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> "SecuritySettings":
         for name in ("ssl_ca_file", "ssl_cert_file", "ssl_key_file"):
             path = getattr(self, name)
             if path is not None and not path.is_file():
@@ -214,9 +225,10 @@ class OIDCTokenProvider(AbstractTokenProvider):
         httpx.HTTPError: the token endpoint is unreachable or refuses the client.
     """
 
-    def __init__(self, sec: SecuritySettings, refresh_margin_s: float = 60.0) -> None:
+    def __init__(self, sec: SecuritySettings, refresh_margin_s: float = 60.0, transport: Any = None) -> None:
         self._sec = sec
         self._margin_s = refresh_margin_s
+        self._transport = transport  # an httpx transport (tests: httpx.MockTransport)
         self._token: str | None = None
         self._expires_at = 0.0  # time.monotonic() seconds
 
@@ -228,7 +240,7 @@ class OIDCTokenProvider(AbstractTokenProvider):
         form = {"grant_type": "client_credentials"}
         if self._sec.oauth_scope:
             form["scope"] = self._sec.oauth_scope
-        async with httpx.AsyncClient(timeout=10.0) as http:
+        async with httpx.AsyncClient(timeout=10.0, transport=self._transport) as http:
             resp = await http.post(
                 str(self._sec.oauth_token_url), data=form,
                 auth=(str(self._sec.oauth_client_id), _secret(self._sec.oauth_client_secret) or ""),
