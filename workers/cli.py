@@ -120,6 +120,9 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # ty
     except FleetNotReady as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
+    except KeyboardInterrupt:  # Ctrl-C, SIGTERM or SIGHUP while starting: start() stopped what it started
+        console.print("interrupted while starting: the fleet is stopped")
+        raise typer.Exit(130) from None
     console.print(f"fleet ready in {time.monotonic() - started:.1f} s on {s.bootstrap} ({s.profile} profile); "
                   f"logs in {log_dir}")
     ports = [f"broker {s.bootstrap}"] + [f"{slot.name} {s.metrics_host}:{slot.metrics_port}" for slot in fleet.slots if slot.metrics_port]
