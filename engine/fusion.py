@@ -1,16 +1,14 @@
 """Fusion core: join a manifest and partial scores by request id into exactly one verdict.
 
 :class:`Fusion.apply` is a pure state transition ``(state, record, now) → (state, verdict?)``.
-The worker keeps the state in a changelog-backed table, so a restarted fusion worker
-resumes with it; a decided state is kept ``retention_ms`` to absorb duplicates and
-late partials (at-least-once delivery upstream), then dropped.
+:class:`engine.fusion_table.PendingTable` keeps the states of one partition, indexed by
+deadline and first offset; a decided state is kept ``retention_ms`` to absorb duplicates
+and late partials (at-least-once delivery upstream), then dropped.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
-
 from pydantic import BaseModel, ConfigDict, Field
 
 from engine.policy import PolicyBook
@@ -86,17 +84,6 @@ class Fusion:
         if state.decided_at_ms is None and state.deadline_ms is not None and now_ms >= state.deadline_ms + self.grace_ms:
             return self._decide(state, now_ms)
         return state, None
-
-    def due_tick(self, state: dict[str, Any], now_ms: int) -> FusionTick | None:
-        """The tick a timer should publish for a stored state (its JSON dict), if any."""
-        decided = state.get("decided_at_ms")
-        if decided is None:
-            deadline = state.get("deadline_ms")
-            if deadline is not None and now_ms >= deadline + self.grace_ms:
-                return FusionTick(request_id=state["request_id"], reason="deadline", at_ms=now_ms)
-        elif now_ms >= decided + self.retention_ms:
-            return FusionTick(request_id=state["request_id"], reason="expire", at_ms=now_ms)
-        return None
 
     def _decide(self, state: FusionState, now_ms: int) -> tuple[FusionState, Verdict]:
         state.decided_at_ms = now_ms

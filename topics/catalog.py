@@ -1,8 +1,9 @@
 """Every topic rtaudit uses: name, partitions, key and configs.
 
 Partition counts are fixed up front: the embedded broker cannot add partitions
-later, and fusion's changelog-backed table needs ``audit.scores`` and its
-changelog to have the same count (Faust co-partitioning).
+later, and fusion writes a request's verdict to the ``audit.verdicts`` partition
+with the number of its ``audit.scores`` partition (it reads them back from there
+when it rebuilds a partition), so the two must have the same count.
 """
 
 from __future__ import annotations
@@ -23,10 +24,6 @@ CONTROL = "audit.control"
 DLQ = "audit.dlq"
 MODALITIES = ("text", "image", "audio", "video")
 LANES = ("hi", "lo")
-#: Faust app id of fusion and its table name; the changelog topic is derived from both.
-FUSION_APP_ID = "rtaudit-fusion"
-FUSION_TABLE = "pending"
-FUSION_CHANGELOG = f"{FUSION_APP_ID}-{FUSION_TABLE}-changelog"
 
 
 def lane_topic(modality: str, lane: str) -> str:
@@ -69,17 +66,13 @@ def catalog(partitions: int = DEFAULT_PARTITIONS) -> list[TopicSpec]:
         for lane in LANES
     ]
     specs += [
-        _data(SCORES, "Manifest | PartialScore | FusionTick JSON (field 'kind')", partitions),
+        _data(SCORES, "Manifest | PartialScore JSON (field 'kind')", partitions),
         _data(VERDICTS, "Verdict JSON", partitions),
         _data(DLQ, "DLQRecord JSON (original bytes base64 + reason)", partitions),
         TopicSpec(
             CONTROL, 1, "subject: model:<name> | priority:<tenant> | policy:<tenant>",
             "versioned control update JSON; null value = tombstone",
             {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
-        ),
-        TopicSpec(
-            FUSION_CHANGELOG, partitions, "request_id", "fusion table changelog (Faust)",
-            {"cleanup.policy": "compact"},
         ),
     ]
     return specs

@@ -60,19 +60,17 @@ def faust_options(settings: Settings, role: str) -> dict[str, Any]:
         # behind on its own output. 1 MB batches with a 5 ms linger: steps at 300/s right
         # after a 900/s overload kept up 4/4 times (P99 218-402 ms) vs 2/4 (P99 407-1501 ms).
         opts.update(producer_max_batch_size=1024 * 1024, producer_linger=0.005)
-        if role == "fusion":
-            # tansu's ListOffsets "latest" is the last batch's start + 1: one record per
-            # batch makes Faust's changelog recovery exact (about 6k msg/s ceiling, local only).
-            opts.update(producer_max_batch_size=1)
     return opts
 
 
-def make_app(role: str, settings: Settings | None = None) -> tuple[faust.App, Settings]:
-    """A Faust app whose id (consumer group) is ``rtaudit-<role>``, and the settings it was built from."""
+def make_app(role: str, settings: Settings | None = None, app_id: str | None = None) -> tuple[faust.App, Settings]:
+    """A Faust app whose id (consumer group) is ``app_id`` (default ``rtaudit-<role>``), and the
+    settings it was built from. A role that consumes with its own confluent-kafka group
+    (:mod:`workers.stream`) gives Faust another id: Faust always joins its app's group."""
     settings = settings or load_settings()
     faust_local.register()
     (settings.state_dir / role).mkdir(parents=True, exist_ok=True)
-    app = faust.App(f"rtaudit-{role}", **faust_options(settings, role))
+    app = faust.App(app_id or f"rtaudit-{role}", **faust_options(settings, role))
 
     @app.task
     async def _start_metrics() -> None:

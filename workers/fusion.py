@@ -1,94 +1,193 @@
-"""Fusion: joins manifests and partials on ``audit.scores`` by request id in a
-changelog-backed Faust table and emits exactly one verdict per request on
-``audit.verdicts``. Start: ``faust -A workers.fusion worker``.
+"""Fusion: joins manifests and partials on ``audit.scores`` by request id and emits
+exactly one verdict per request on ``audit.verdicts``. Start: ``faust -A workers.fusion worker``.
 
-Deadlines: the table may only change inside stream processing, so a timer scans
-this worker's partitions and publishes a :class:`FusionTick` to ``audit.scores``
-(same key, so same partition) when a deadline plus grace has passed, or when a
-decided request may be forgotten; the agent applies it like any other record.
+State lives in memory, one :class:`engine.fusion_table.PendingTable` per assigned
+partition, and is rebuilt by replay, not from a changelog (tansu's wrong end offset
+made Faust's changelog recovery lose pending requests, BROKER_NOTES):
 
-Per record: decode → ``Fusion.apply`` → produce the verdict and wait for the
-broker's ack → write the table (changelog). A crash between the two replays the
-record and may repeat a verdict (at-least-once), never lose one.
+* **commit**: per partition, the first offset of the oldest request still waiting for
+  its verdict (everything after it is replayed by whoever owns the partition next), and
+  only after every verdict produced so far was acknowledged (:mod:`workers.stream`);
+* **rebuild on assignment**: read the keys of the verdicts this partition already has
+  (``audit.verdicts``, same partition number, from the time of the committed record
+  minus the retention), mark them decided, then consume from the committed offset.
+  A request decided before a crash is therefore not decided again: no duplicate after
+  a ``kill -9`` on tansu or on Apache Kafka. A duplicate remains possible only from a
+  zombie owner (a member that lost its partitions but still produced); the client and
+  ``rtaudit verdicts`` keep the first verdict of a request id.
+* **deadlines**: a heap per partition, popped after every batch (never a table scan).
+
+Intake and emit are batched: one ``consume`` returns up to 2,000 records, verdicts
+go to the producer without awaiting each delivery; the checkpoint waits once.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 
-import orjson
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from engine.clock import now_ms
-from engine.fusion import Fusion, FusionState
+from engine.fusion import Fusion
+from engine.fusion_table import Decision, PendingTable
 from schemas.codec import decode_scores_record, encode
 from schemas.errors import AuditError
-from schemas.messages import FusionTick
-from topics.catalog import FUSION_APP_ID, FUSION_TABLE, SCORES, VERDICTS
+from topics.catalog import DLQ, SCORES, VERDICTS
 from workers import metrics
-from workers.app import DeadLetters, make_app, raw_topic
+from workers.app import dead_letter_record, make_app
+from workers.kafka import consumer_config
+from workers.settings import Settings
+from workers.stream import BatchLoop, run_in_faust
 
 log = logging.getLogger(__name__)
 ROLE = "fusion"
-app, settings = make_app(ROLE)
-assert app.conf.id == FUSION_APP_ID
-fusion = Fusion(settings.policies, grace_ms=settings.fusion_grace_ms, retention_ms=settings.fusion_retention_ms)
-scores_topic = raw_topic(app, SCORES)
-verdicts_topic = raw_topic(app, VERDICTS)
-dead_letters = DeadLetters(app, ROLE)
-known_tenants = set(settings.tenants)
-#: request_id → JSON of its FusionState; changelog topic ``rtaudit-fusion-pending-changelog``.
-pending = app.Table(FUSION_TABLE, default=None, key_type=bytes, value_type=bytes)
-#: ticks already published by this process (request_id → reason), so the timer sends each once.
-_ticks_sent: dict[bytes, str] = {}
+#: consumer group of fusion on ``audit.scores``.
+GROUP_ID = "rtaudit-fusion"
+#: extra look-back when reading verdicts back, for clock skew between producers, ms.
+CLOCK_MARGIN_MS = 10_000
+#: longest wait for one read while rebuilding a partition, s.
+REBUILD_READ_TIMEOUT_S = 10.0
 
 
-@app.agent(scores_topic)
-async def fuse(stream):  # type: ignore[no-untyped-def]
-    async for event in stream.events():
-        metrics.MESSAGES_CONSUMED.labels(ROLE, event.message.topic).inc()
+class FusionLoop(BatchLoop):
+    """Fusion's batch loop: ``audit.scores`` → pending tables → ``audit.verdicts``.
+
+    Raises:
+        RuntimeError: at start, when ``audit.verdicts`` and ``audit.scores`` differ in
+            partition count (a request's verdict goes to its scores partition's number).
+    """
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, GROUP_ID, [SCORES])
+        self.fusion = Fusion(settings.policies, grace_ms=settings.fusion_grace_ms, retention_ms=settings.fusion_retention_ms)
+        self.tables: dict[int, PendingTable] = {}
+        self.known_tenants = set(settings.tenants)
+        meta = self.consumer.list_topics(timeout=30)
+        counts = {t: len(meta.topics[t].partitions) for t in (SCORES, VERDICTS) if t in meta.topics}
+        if len(counts) == 2 and counts[SCORES] != counts[VERDICTS]:
+            raise RuntimeError(f"{VERDICTS} has {counts[VERDICTS]} partitions and {SCORES} {counts[SCORES]}: they must match")
+
+    # -- partitions ----------------------------------------------------------------
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        committed = {tp.partition: tp.offset for tp in self.consumer.committed(partitions, timeout=REBUILD_READ_TIMEOUT_S)}
+        reader = Consumer(consumer_config(self.settings, f"{GROUP_ID}-rebuild", **{"enable.partition.eof": True}))
         try:
-            record = decode_scores_record(event.value or b"")
-        except AuditError as exc:
-            await dead_letters.send(event, exc)
-            continue
-        key = record.request_id.encode()
-        stored = pending.get(key)
-        state = FusionState.model_validate_json(stored) if stored is not None else None
-        if state is None and isinstance(record, FusionTick):
-            continue
-        new_state, verdict = fusion.apply(state, record, now_ms())
-        if verdict is not None:
-            fut = await verdicts_topic.send(key=key, value=encode(verdict))
-            await fut  # the verdict is on the broker before the state says "decided"
-            metrics.VERDICTS.labels(verdict.decision, str(verdict.complete).lower()).inc()
-            metrics.END_TO_END_SECONDS.observe(max(0, verdict.latency_ms) / 1000.0)
-            if verdict.decided_at_ms > verdict.deadline_ms:
-                lane = new_state.manifest.lane if new_state is not None and new_state.manifest is not None else None
-                metrics.SLO_MISSES.labels(
-                    ROLE, metrics.tenant_label(verdict.tenant_id, known_tenants), lane or "unknown", "late_verdict"
-                ).inc()
-        if new_state is None:
-            if stored is not None:
-                del pending[key]
-            _ticks_sent.pop(key, None)
-        else:
-            pending[key] = encode(new_state)
+            for tp in partitions:
+                started = time.monotonic()
+                table = self.tables[tp.partition] = PendingTable(self.fusion)
+                since_ms = self._record_time(reader, tp.partition, committed.get(tp.partition, -1))
+                n = self._mark_decided(reader, table, tp.partition, since_ms - self.fusion.retention_ms - CLOCK_MARGIN_MS)
+                log.info(
+                    "fusion partition %s: %s verdicts already out, replay from offset %s (%.2f s)",
+                    tp.partition, n, committed.get(tp.partition), time.monotonic() - started,
+                )
+        finally:
+            reader.close()
+
+    def revoked(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.tables.pop(tp.partition, None)
+
+    @staticmethod
+    def _read_one(reader: Consumer) -> Message | None:
+        """The next record of the reader's single assigned partition; ``None`` at its end."""
+        deadline = time.monotonic() + REBUILD_READ_TIMEOUT_S
+        while time.monotonic() < deadline:
+            m = reader.poll(0.5)
+            if m is None:
+                continue
+            if m.error() is None:
+                return m
+            if m.error().code() == KafkaError._PARTITION_EOF:
+                return None
+            log.warning("rebuild read error: %s", m.error())
+        raise TimeoutError(f"no answer from the broker in {REBUILD_READ_TIMEOUT_S} s while rebuilding fusion state")
+
+    def _record_time(self, reader: Consumer, partition: int, offset: int) -> int:
+        """Timestamp (ms) of the scores record at the committed ``offset``: the oldest
+        record the replay will see (now, when there is none yet)."""
+        if offset < 0:
+            return 0  # never committed: the replay starts at the beginning
+        reader.assign([TopicPartition(SCORES, partition, offset)])
+        m = self._read_one(reader)
+        return m.timestamp()[1] if m is not None else now_ms()
+
+    def _mark_decided(self, reader: Consumer, table: PendingTable, partition: int, since_ms: int) -> int:
+        """Mark decided every request with a verdict in ``audit.verdicts[partition]`` at or
+        after ``since_ms``. Returns how many."""
+        [found] = reader.offsets_for_times([TopicPartition(VERDICTS, partition, max(0, since_ms))], timeout=REBUILD_READ_TIMEOUT_S)
+        start = found.offset if found.offset >= 0 else reader.get_watermark_offsets(TopicPartition(VERDICTS, partition))[1]
+        reader.assign([TopicPartition(VERDICTS, partition, start)])
+        now, n, first = now_ms(), 0, True
+        while (m := self._read_one(reader)) is not None:
+            if first and since_ms > 0 and m.timestamp()[1] < since_ms:
+                # tansu answers offset 0 for a time past its last record (Kafka answers the end):
+                # no verdict is that recent, so start at the end
+                end = reader.get_watermark_offsets(TopicPartition(VERDICTS, partition))[1]
+                reader.assign([TopicPartition(VERDICTS, partition, end)])
+                first = False
+                continue
+            first = False
+            if m.key():
+                table.mark_decided(m.key().decode("utf-8", "replace"), now)
+                n += 1
+        return n
+
+    # -- records -------------------------------------------------------------------
+    def handle(self, records: list[Message]) -> None:
+        now = now_ms()
+        for m in records:
+            table = self.tables.get(m.partition())
+            if table is None:
+                continue  # revoked in this very batch
+            metrics.MESSAGES_CONSUMED.labels(ROLE, SCORES).inc()
+            raw = m.value() or b""
+            try:
+                record = decode_scores_record(raw)
+            except AuditError as exc:
+                self._dead_letter(m, raw, exc, now)
+                table.skip(m.offset())
+                continue
+            decision = table.apply(record, m.offset(), now)
+            if decision is not None:
+                self._emit(decision, m.partition())
+
+    def tick(self) -> None:
+        now = now_ms()
+        for partition, table in self.tables.items():
+            for decision in table.due(now):
+                self._emit(decision, partition)
+
+    def commit_offsets(self, partitions: list[int] | None = None) -> list[TopicPartition]:
+        metrics.FUSION_PENDING.set(sum(t.undecided for t in self.tables.values()))
+        out = []
+        for p, table in self.tables.items():
+            if partitions is not None and p not in partitions:
+                continue
+            offset = table.commit_offset()
+            if offset is not None:
+                out.append(TopicPartition(SCORES, p, offset))
+        return out
+
+    def _emit(self, decision: Decision, partition: int) -> None:
+        verdict = decision.verdict
+        self.produce(VERDICTS, verdict.request_id.encode(), encode(verdict), partition)
+        metrics.VERDICTS.labels(verdict.decision, str(verdict.complete).lower()).inc()
+        metrics.END_TO_END_SECONDS.observe(max(0, verdict.latency_ms) / 1000.0)
+        if verdict.decided_at_ms > verdict.deadline_ms:
+            tenant = metrics.tenant_label(verdict.tenant_id, self.known_tenants)
+            metrics.SLO_MISSES.labels(ROLE, tenant, decision.lane or "unknown", "late_verdict").inc()
+
+    def _dead_letter(self, m: Message, raw: bytes, error: AuditError, now: int) -> None:
+        record = dead_letter_record(raw, m.topic(), m.partition(), m.offset(), m.key(), ROLE, error, now)
+        log.warning(
+            "dlq role=%s topic=%s partition=%s offset=%s code=%s: %s",
+            ROLE, m.topic(), m.partition(), m.offset(), error.code, error.message,
+        )
+        self.produce(DLQ, error.request_id.encode() if error.request_id else None, encode(record))
+        metrics.DLQ_RECORDS.labels(ROLE, str(error.code)).inc()
 
 
-@app.timer(interval=0.1)
-async def publish_due_ticks() -> None:
-    now = now_ms()
-    due = []
-    undecided = 0
-    for key, stored in list(pending.items()):
-        if stored is None:
-            continue
-        stored = orjson.loads(stored)
-        undecided += stored.get("decided_at_ms") is None
-        tick = fusion.due_tick(stored, now)
-        if tick is not None and _ticks_sent.get(key) != tick.reason:
-            _ticks_sent[key] = tick.reason
-            due.append(tick)
-    metrics.FUSION_PENDING.set(undecided)
-    for tick in due:
-        await scores_topic.send(key=tick.request_id.encode(), value=encode(tick))
+app, settings = make_app(ROLE, app_id=f"{GROUP_ID}-runtime")
+run_in_faust(app, lambda: FusionLoop(settings))

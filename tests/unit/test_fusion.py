@@ -1,6 +1,5 @@
 from __future__ import annotations
 
-import json
 
 import pytest
 
@@ -174,36 +173,6 @@ def test_expire_tick_keeps_an_undecided_state():
     state, _ = run(f, [manifest(TEXT, IMAGE)])
     kept, verdict = f.apply(state, tick("expire", 10**12), 10**12)
     assert kept is state and verdict is None
-
-
-def stored(state: FusionState) -> dict:
-    return json.loads(state.model_dump_json())
-
-
-def test_due_tick_for_an_undecided_state():
-    f = fusion()
-    state, _ = run(f, [manifest(TEXT, IMAGE)])
-    assert f.due_tick(stored(state), DEADLINE_MS + GRACE_MS - 1) is None
-    due = f.due_tick(stored(state), DEADLINE_MS + GRACE_MS)
-    assert (due.request_id, due.reason, due.at_ms) == (REQUEST_ID, "deadline", DEADLINE_MS + GRACE_MS)
-
-
-def test_due_tick_for_a_decided_state():
-    f = fusion()
-    state, _ = run(f, [manifest(TEXT), partial(TEXT)])
-    decided = state.decided_at_ms
-    assert f.due_tick(stored(state), DEADLINE_MS + GRACE_MS) is None
-    assert f.due_tick(stored(state), decided + RETENTION_MS - 1) is None
-    due = f.due_tick(stored(state), decided + RETENTION_MS)
-    assert (due.reason, due.at_ms) == ("expire", decided + RETENTION_MS)
-
-
-def test_stored_state_round_trips_and_still_fuses():
-    f = fusion()
-    state, _ = run(f, [manifest(TEXT, IMAGE), partial(TEXT)])
-    restored = FusionState.model_validate(stored(state))
-    _, verdicts = run(f, [partial(IMAGE)], state=restored)
-    assert len(verdicts) == 1 and verdicts[0].complete
 
 
 def test_categories_are_the_max_over_partials():

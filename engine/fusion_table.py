@@ -1,0 +1,152 @@
+"""The pending table of one ``audit.scores`` partition: fusion state indexed by deadline
+and by first offset, so fusion can be rebuilt by replay instead of from a changelog.
+
+Pure (no Kafka): the worker feeds it records with their offsets and the clock, and asks
+it three things:
+
+* :meth:`PendingTable.apply` — the verdict a record completes, if any;
+* :meth:`PendingTable.due` — verdicts whose deadline (+ grace) passed, popped from a
+  heap (O(log n) per due request, never a scan of the table), and decided entries whose
+  retention ended, popped from the head of a queue;
+* :meth:`PendingTable.commit_offset` — the offset fusion may commit: the first offset of
+  the oldest request still waiting for its verdict (or, with none waiting, the offset after
+  the last record applied). A fusion that restarts from that offset replays every record
+  of every undecided request, so nothing is lost whatever the broker's changelog or
+  end-offset behaviour (BROKER_NOTES: tansu's end offset breaks Faust's table recovery).
+
+Requests decided before a restart whose records lie past the commit offset would be
+decided again on replay; the worker prevents that by reading the keys of the verdicts it
+already produced (``audit.verdicts``, same partition) and calling :meth:`mark_decided`
+before the replay starts.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import deque
+from dataclasses import dataclass
+
+from engine.fusion import Fusion, FusionState
+from schemas.messages import FusionTick, Manifest, PartialScore, Verdict
+
+
+@dataclass(frozen=True)
+class Decision:
+    """A verdict and the lane its request rode (``None`` when the manifest never came)."""
+
+    verdict: Verdict
+    lane: str | None
+
+
+class PendingTable:
+    """Fusion state of one partition.
+
+    Args:
+        fusion: the fusion rules (grace and retention come from it, ms).
+    """
+
+    def __init__(self, fusion: Fusion) -> None:
+        self.fusion = fusion
+        #: request id → state; decided requests keep a stripped state for ``retention_ms``.
+        self.states: dict[str, FusionState] = {}
+        #: request id → offset of its first record, for undecided requests only.
+        self._first_offset: dict[str, int] = {}
+        #: (first offset, request id) of undecided requests; stale entries skipped lazily.
+        self._by_offset: list[tuple[int, str]] = []
+        #: (deadline + grace ms, request id); stale entries skipped or re-pushed lazily.
+        self._by_deadline: list[tuple[int, str]] = []
+        #: (decided_at + retention ms, request id) in decision order (the clock only grows).
+        self._expiry: deque[tuple[int, str]] = deque()
+        #: offset after the last record applied (``None`` before the first).
+        self.next_offset: int | None = None
+
+    def __len__(self) -> int:
+        return len(self.states)
+
+    @property
+    def undecided(self) -> int:
+        """Requests still waiting for their verdict."""
+        return len(self._first_offset)
+
+    def mark_decided(self, request_id: str, now_ms: int) -> None:
+        """Record that ``request_id`` already has a verdict (read back from ``audit.verdicts``):
+        its records are absorbed for ``retention_ms`` from ``now_ms`` and decide nothing."""
+        state = self.states.get(request_id)
+        if state is not None and state.decided_at_ms is not None:
+            return
+        self._forget_undecided(request_id)
+        self.states[request_id] = FusionState(request_id=request_id, first_seen_ms=now_ms, decided_at_ms=now_ms)
+        self._expiry.append((now_ms + self.fusion.retention_ms, request_id))
+
+    def skip(self, offset: int) -> None:
+        """Move past a record that carries no state (a DLQ-bound record): only the position moves."""
+        self.next_offset = max(self.next_offset or 0, offset + 1)
+
+    def apply(self, record: Manifest | PartialScore | FusionTick, offset: int, now_ms: int) -> Decision | None:
+        """Apply the record at ``offset``. Returns the request's decision when this record
+        completes it (at most once per request). A :class:`FusionTick` on the topic (written
+        by fusion before the replay design) carries nothing: it only moves the position."""
+        self.skip(offset)
+        if isinstance(record, FusionTick):
+            return None
+        rid = record.request_id
+        state = self.states.get(rid)
+        if state is not None and state.decided_at_ms is not None:
+            return None  # duplicate or late: the verdict is out already
+        if state is None:
+            self._first_offset[rid] = offset
+            heapq.heappush(self._by_offset, (offset, rid))
+        old_deadline = state.deadline_ms if state is not None else None
+        new_state, verdict = self.fusion.apply(state, record, now_ms)
+        assert new_state is not None  # apply deletes only on ticks
+        self.states[rid] = new_state
+        if verdict is not None:
+            return self._decided(new_state, verdict, now_ms)
+        if new_state.deadline_ms is not None and new_state.deadline_ms != old_deadline:
+            heapq.heappush(self._by_deadline, (new_state.deadline_ms + self.fusion.grace_ms, rid))
+        return None
+
+    def due(self, now_ms: int) -> list[Decision]:
+        """Decisions for requests whose deadline + grace passed by ``now_ms`` (incomplete
+        verdicts), and removal of decided entries whose retention ended."""
+        out: list[Decision] = []
+        heap = self._by_deadline
+        while heap and heap[0][0] <= now_ms:
+            due_at, rid = heapq.heappop(heap)
+            state = self.states.get(rid)
+            if state is None or state.decided_at_ms is not None or state.deadline_ms is None:
+                continue
+            if state.deadline_ms + self.fusion.grace_ms != due_at:
+                continue  # the manifest moved the deadline: the entry for the new one decides
+            new_state, verdict = self.fusion.apply(state, FusionTick(request_id=rid, reason="deadline", at_ms=now_ms), now_ms)
+            if verdict is not None and new_state is not None:
+                out.append(self._decided(new_state, verdict, now_ms))
+        while self._expiry and self._expiry[0][0] <= now_ms:
+            _, rid = self._expiry.popleft()
+            state = self.states.get(rid)
+            if state is not None and state.decided_at_ms is not None:
+                del self.states[rid]
+        return out
+
+    def commit_offset(self) -> int | None:
+        """The offset that is safe to commit: the first offset of the oldest undecided
+        request, else the offset after the last record applied (``None`` before any)."""
+        heap = self._by_offset
+        while heap and self._first_offset.get(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        if heap:
+            return heap[0][0]
+        return self.next_offset
+
+    def _decided(self, state: FusionState, verdict: Verdict, now_ms: int) -> Decision:
+        lane = state.manifest.lane if state.manifest is not None else None
+        self._forget_undecided(state.request_id)
+        # keep only what deduplication needs: the evidence and partials are in the verdict
+        self.states[state.request_id] = FusionState(
+            request_id=state.request_id, first_seen_ms=state.first_seen_ms, decided_at_ms=now_ms
+        )
+        self._expiry.append((now_ms + self.fusion.retention_ms, state.request_id))
+        return Decision(verdict, lane)
+
+    def _forget_undecided(self, request_id: str) -> None:
+        self._first_offset.pop(request_id, None)  # heap entries go stale and are skipped

@@ -1,0 +1,195 @@
+"""Batched intake and emit on confluent-kafka, below Faust's per-event path.
+
+Faust stays the application framework (``faust -A workers.<role> worker`` starts the
+process, its signals, logging and metrics task); a role whose per-event Faust path is
+the cost runs a :class:`BatchLoop` in one thread instead: it reads records in batches
+(``Consumer.consume``), hands outputs to the producer without awaiting each delivery,
+and commits in this order, written down once (:meth:`BatchLoop.checkpoint`):
+
+1. ``producer.flush()`` — wait until the broker acknowledged every output produced so far;
+2. raise :class:`DeliveryFailed` if any delivery failed (the worker crashes, nothing is
+   committed past the failed output, its input is consumed again);
+3. commit the offsets the role says are safe (:meth:`BatchLoop.commit_offsets`).
+
+So an offset is never committed before its outputs are on the broker (at-least-once).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+
+from workers.kafka import consumer_config, producer_config
+from workers.settings import Settings
+
+log = logging.getLogger(__name__)
+
+
+class DeliveryFailed(RuntimeError):
+    """An output was not acknowledged by the broker after the producer's retries."""
+
+
+class DeliveryTracker:
+    """Delivery callback for produced outputs: keeps the first failure and, per
+    ``(topic, partition)``, the offset after the last acknowledged record."""
+
+    def __init__(self) -> None:
+        self.failure: str | None = None
+        self.next_offset: dict[tuple[str, int], int] = {}
+
+    def __call__(self, err: KafkaError | None, msg: Message) -> None:
+        if err is not None:
+            self.failure = self.failure or f"{msg.topic()}[{msg.partition()}]: {err.str()}"
+            return
+        tp = (msg.topic(), msg.partition())
+        self.next_offset[tp] = max(self.next_offset.get(tp, 0), msg.offset() + 1)
+
+    def raise_if_failed(self) -> None:
+        """Raises :class:`DeliveryFailed` when any output failed since start."""
+        if self.failure is not None:
+            raise DeliveryFailed(f"output not delivered: {self.failure}")
+
+
+class BatchLoop:
+    """One consumer-group member and one producer, run in a thread.
+
+    Subclasses implement :meth:`handle` (a batch of records), :meth:`commit_offsets`
+    (what is safe to commit) and may override :meth:`tick` (timers),
+    :meth:`assigned` / :meth:`revoked` (partition state).
+
+    Args:
+        settings: client profile and bootstrap.
+        group_id: consumer group.
+        topics: topics to subscribe to.
+        batch_size: most records per ``consume`` call.
+        poll_timeout_s: longest wait for the first record of a batch, s (also the
+            granularity of :meth:`tick`).
+        commit_interval_s: seconds between checkpoints.
+    """
+
+    def __init__(
+        self, settings: Settings, group_id: str, topics: list[str], *, batch_size: int = 2000,
+        poll_timeout_s: float = 0.02, commit_interval_s: float = 0.5, **consumer_extra: Any,
+    ) -> None:
+        self.settings = settings
+        self.group_id = group_id
+        self.topics = topics
+        self.batch_size = batch_size
+        self.poll_timeout_s = poll_timeout_s
+        self.commit_interval_s = commit_interval_s
+        self.deliveries = DeliveryTracker()
+        self.producer = Producer(producer_config(settings))
+        self.consumer = Consumer(consumer_config(settings, group_id, **consumer_extra))
+        self._stop = threading.Event()
+
+    # -- hooks ---------------------------------------------------------------------
+    def handle(self, records: list[Message]) -> None:
+        """Process one batch of records (errors already filtered out)."""
+        raise NotImplementedError
+
+    def commit_offsets(self, partitions: list[int] | None = None) -> list[TopicPartition]:
+        """Offsets safe to commit (all outputs of the records before them are produced)."""
+        raise NotImplementedError
+
+    def tick(self) -> None:
+        """Called after every ``consume`` (at least every ``poll_timeout_s``)."""
+
+    def assigned(self, partitions: list[TopicPartition]) -> None:
+        """Partitions were assigned to this member (called inside ``consume``)."""
+
+    def revoked(self, partitions: list[TopicPartition]) -> None:
+        """Partitions are leaving this member; their state must be dropped."""
+
+    # -- runtime -------------------------------------------------------------------
+    def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> None:
+        """Hand one output to the producer (no waiting); a full local queue is drained first."""
+        kwargs: dict[str, Any] = {"on_delivery": self.deliveries}
+        if partition is not None:
+            kwargs["partition"] = partition
+        while True:
+            try:
+                self.producer.produce(topic, value, key, **kwargs)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def checkpoint(self, partitions: list[int] | None = None) -> None:
+        """Flush the producer, fail on any lost output, then commit (order in the module doc)."""
+        remaining = self.producer.flush(30.0)
+        if remaining:
+            raise DeliveryFailed(f"{remaining} outputs still unacknowledged after 30 s")
+        self.deliveries.raise_if_failed()
+        offsets = self.commit_offsets(partitions)
+        if offsets:
+            self.consumer.commit(offsets=offsets, asynchronous=partitions is None)
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s assigned %s", self.group_id, [p.partition for p in partitions])
+        self.assigned(partitions)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s revoked %s", self.group_id, [p.partition for p in partitions])
+        try:
+            self.checkpoint([p.partition for p in partitions])
+        finally:
+            self.revoked(partitions)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.warning("%s lost %s (no commit: another member owns them now)", self.group_id, [p.partition for p in partitions])
+        self.revoked(partitions)
+
+    def run(self) -> None:
+        """Consume, handle, tick and checkpoint until :meth:`stop`. Raises
+        :class:`DeliveryFailed` (and whatever a hook raises): the caller crashes the worker."""
+        self.consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
+        next_checkpoint = time.monotonic() + self.commit_interval_s
+        try:
+            while not self._stop.is_set():
+                messages = self.consumer.consume(self.batch_size, self.poll_timeout_s)
+                records = []
+                for m in messages:
+                    err = m.error()
+                    if err is None:
+                        records.append(m)
+                    elif err.code() != KafkaError._PARTITION_EOF:
+                        log.warning("%s consume error: %s", self.group_id, err)
+                if records:
+                    self.handle(records)
+                self.tick()
+                self.producer.poll(0)
+                if time.monotonic() >= next_checkpoint:
+                    self.checkpoint()
+                    next_checkpoint = time.monotonic() + self.commit_interval_s
+            self.checkpoint()
+        finally:
+            self.consumer.close()  # leaves the group (revoke → final checkpoint)
+
+    def stop(self) -> None:
+        """Ask :meth:`run` to finish its batch, checkpoint and leave the group."""
+        self._stop.set()
+
+
+def run_in_faust(app: Any, make_loop: Callable[[], BatchLoop]) -> None:
+    """Run the loop ``make_loop()`` builds as a task of the Faust ``app``, in its own thread.
+    Faust's shutdown stops it (final checkpoint, group leave); a failure crashes the app."""
+
+    @app.task
+    async def _run_batch_loop() -> None:
+        loop = asyncio.get_running_loop()
+        batch_loop = await loop.run_in_executor(None, make_loop)
+        done = loop.run_in_executor(None, batch_loop.run)
+        try:
+            await asyncio.shield(done)
+        except asyncio.CancelledError:
+            batch_loop.stop()
+            await asyncio.wait({done}, timeout=30)
+            raise
+        except Exception as exc:
+            log.exception("%s batch loop failed; crashing the worker (uncommitted input is consumed again)", batch_loop.group_id)
+            await app.crash(exc)
