@@ -20,9 +20,9 @@ import uuid
 from pathlib import Path
 
 from topics.catalog import lane_topic
-from workers.bench_load import Send, send_open_loop
-from workers.bench_rig import Rig
-from workers.bench_inputs import task_value
+from workers.bench.load import Send, send_open_loop
+from workers.bench.rig import Rig
+from workers.bench.inputs import task_value
 from workers.settings import load_settings
 
 

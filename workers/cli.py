@@ -496,7 +496,7 @@ def bench(
     batched limit and a naive consumer, on a private embedded broker (loopback only).
     Prints the tables and target ratios; writes bench.json and bench.png."""
     from workers import bench as b
-    from workers.bench_report import plot, tables, write_json
+    from workers.bench.report import plot, tables, write_json
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
         if os.environ.pop(name, None) is not None:

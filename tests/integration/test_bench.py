@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from workers.bench import Bench, BenchOptions, StagePlan
-from workers.bench_report import plot, tables, write_json
+from workers.bench.report import plot, tables, write_json
 from workers.settings import load_settings
 
 pytestmark = pytest.mark.integration

@@ -9,8 +9,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from workers.bench import mixed_reference
-from workers.bench_inputs import Limit, batch_sizes, modality_of
-from workers.bench_stats import (
+from workers.bench.inputs import Limit, batch_sizes, modality_of
+from workers.bench.stats import (
     Ratio, Sample, StepResult, batch_histogram, cpu_percent, departure_rate, find_knee, format_hist, mean_batch_size, merge_schedules,
     midpoint_rate, safe_ratio, schedule, step_count, step_rates, summarize_step, throughput_within_p99,
 )
@@ -201,7 +201,7 @@ class _Rig:
 def _series(monkeypatch: pytest.MonkeyPatch, capacity: float, rates: list[float], stop_after: int = 2, refine: int = 2) -> list[float]:
     """Run ``run_series`` against a system that serves ``capacity`` items/s (P99 explodes past it);
     returns the offered rates in the order they were stepped."""
-    import workers.bench as bench
+    import workers.bench.runner as bench
 
     order: list[float] = []
 
@@ -261,7 +261,7 @@ def test_limit_within_the_slo_keeps_batches_that_fit_twice() -> None:
 
 def test_knee_ratios_name_the_threads_and_the_slo_bound_limit() -> None:
     from workers.bench import TargetResult
-    from workers.bench_report import ratios
+    from workers.bench.report import ratios
 
     lim = Limit("text", "m", {1: 40.0, 64: 128.0, 256: 160.0}, threads=1, every_core=(2, {64: 200.0, 256: 250.0}))
     knee = step(115.0, 115.0, 600.0)
@@ -275,7 +275,7 @@ def test_knee_ratios_name_the_threads_and_the_slo_bound_limit() -> None:
 
 
 def test_a_knee_is_a_lower_bound_until_a_step_above_it_fails() -> None:
-    from workers.bench_stats import saturated
+    from workers.bench.stats import saturated
 
     kept = [step(10.0, 10.0, 100.0), step(30.0, 30.0, 200.0)]
     assert find_knee(kept, 1000.0) is kept[1] and not saturated(kept, 1000.0)

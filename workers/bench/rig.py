@@ -1,6 +1,6 @@
 """The bench's rig: a private embedded broker on a free loopback port with the topic
 catalogue, the worker processes and the naive consumer it starts, and one open-loop
-step of load through it (``run_step``). Used by :mod:`workers.bench`."""
+step of load through it (``run_step``). Used by :mod:`workers.bench.runner`."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from schemas.messages import MediaItem
 from topics.catalog import lane_topic
-from workers.bench_inputs import Corpus, modality_of, task_value
-from workers.bench_load import ArrivalReader, Measure, Send, naive_command, send_open_loop
-from workers.bench_stats import StepResult, cpu_percent, schedule, step_count, summarize_step
+from workers.bench.inputs import Corpus, modality_of, task_value
+from workers.bench.load import ArrivalReader, Measure, Send, naive_command, send_open_loop
+from workers.bench.stats import StepResult, cpu_percent, schedule, step_count, summarize_step
 from workers.children import popen_options
 from workers.fleet import Fleet
 from workers.kafka import producer_config

@@ -11,8 +11,8 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from workers.bench import BenchRun, TargetResult, profile_summary
-from workers.bench_stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, saturated, throughput_within_p99
+from workers.bench.runner import BenchRun, TargetResult, profile_summary
+from workers.bench.stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, saturated, throughput_within_p99
 
 #: the issue's targets.
 KNEE_VS_LIMIT = 0.9

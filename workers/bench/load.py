@@ -26,7 +26,7 @@ from schemas.codec import decode, decode_scores_record, encode
 from schemas.errors import AuditError
 from schemas.messages import ModalityTask, PartialScore, Verdict
 from topics.catalog import SCORES, VERDICTS
-from workers.bench_stats import Sample
+from workers.bench.stats import Sample
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
 
@@ -245,11 +245,11 @@ def naive_consume(settings: Settings, role: str, topic: str, stop: threading.Eve
 
 def naive_command(role: str, topic: str) -> list[str]:
     """The command line of a naive consumer process (settings come from its environment)."""
-    return [sys.executable, "-m", "workers.bench_load", role, topic]
+    return [sys.executable, "-m", "workers.bench.load", role, topic]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m workers.bench_load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
+    """``python -m workers.bench.load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
     import argparse
 
     from workers.settings import load_settings

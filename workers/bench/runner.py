@@ -6,7 +6,7 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
 1. **limit** — the worker's own model stage (``workers/<role>.py``'s ``stage_factory``)
    runs :func:`engine.stage.process_batch` on in-memory batches of 1, 2, 4… up to
    the stage's max batch size, no Kafka: items/s per size; the best is the limit.
-2. **naive** — the one-at-a-time consumer (:func:`workers.bench_load.naive_consume`)
+2. **naive** — the one-at-a-time consumer (:func:`workers.bench.load.naive_consume`)
    on its own topic, alone, steps relative to the batch-of-1 rate; then stopped.
 3. **worker** — on the same private embedded broker on loopback, only the stage's worker
    process (fresh consumer groups, since the broker is new), tasks published
@@ -19,7 +19,7 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
    ``audit.requests``, latency to the verdict on ``audit.verdicts``.
 5. **profiles** — the text stage's steps again for each named batching profile.
 
-Results: rich tables (:mod:`workers.bench_report`), ``bench.json`` and ``bench.png``.
+Results: rich tables (:mod:`workers.bench.report`), ``bench.json`` and ``bench.png``.
 """
 
 from __future__ import annotations
@@ -32,10 +32,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from topics.catalog import REQUESTS, lane_topic
-from workers.bench_load import load_stage
-from workers.bench_inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
-from workers.bench_rig import Rig, Stream, run_step
-from workers.bench_stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
+from workers.bench.load import load_stage
+from workers.bench.inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
+from workers.bench.rig import Rig, Stream, run_step
+from workers.bench.stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
 from workers.settings import PROFILES, Settings, usable_cores
 
 log = logging.getLogger(__name__)

@@ -1,0 +1,36 @@
+"""``rtaudit bench``: the benchmark of the model stages and of the fleet, kept apart from
+the roles in ``workers/``.
+
+Modules, from the bottom up:
+
+* :mod:`~workers.bench.stats` — pure arithmetic: schedules, step statistics, the knee, ratios;
+* :mod:`~workers.bench.inputs` — the corpus, record builders and the in-memory model limit;
+* :mod:`~workers.bench.load` — open-loop sender, arrival reader, the naive consumer
+  (``python -m workers.bench.load ROLE TOPIC``);
+* :mod:`~workers.bench.rig` — a private embedded broker, the processes it starts, one step;
+* :mod:`~workers.bench.runner` — the stepped series per target (:class:`Bench`);
+* :mod:`~workers.bench.report` — tables, ``bench.json`` and the plot.
+
+The names below are re-exported lazily (PEP 562), so ``python -m workers.bench.load``
+does not import the whole bench first.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_EXPORTS = {
+    "STAGES": "runner", "Bench": "runner", "BenchOptions": "runner", "BenchRun": "runner", "Budget": "runner",
+    "StagePlan": "runner", "TargetResult": "runner", "available_profiles": "runner", "mixed_reference": "runner",
+    "profile_summary": "runner", "run_series": "runner",
+    "plot": "report", "tables": "report", "write_json": "report",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
