@@ -186,6 +186,9 @@ class Settings(BaseSettings):
     #: onnxruntime intra-op threads per model session on CPU; 0 = auto: one less than the usable
     #: cores, at least 1 (README "Inference threads"). Resolved by :meth:`model_threads`.
     inference_threads: int = Field(default=0, ge=0, le=256)
+    #: the text worker's model (``workers/text.py``): ``minilm`` (MiniLM + alt-profanity-check),
+    #: ``lexical`` (alt-profanity-check alone) or ``null`` (fixed scores: the overhead bench only).
+    text_model: Literal["minilm", "lexical", "null"] = "minilm"
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     fusion_grace_ms: int = Field(default=250, ge=0)
