@@ -33,9 +33,9 @@ from engine.fusion import Fusion
 from engine.fusion_table import Decision, PendingTable
 from schemas.codec import decode_scores_record, encode
 from schemas.errors import AuditError
-from topics.catalog import DLQ, SCORES, VERDICTS
+from topics.catalog import SCORES, VERDICTS
 from workers import metrics
-from workers.app import dead_letter_record, make_app
+from workers.app import make_app
 from workers.kafka import consumer_config
 from workers.settings import Settings
 from workers.stream import BatchLoop, run_in_faust
@@ -141,12 +141,12 @@ class FusionLoop(BatchLoop):
             table = self.tables.get(m.partition())
             if table is None:
                 continue  # revoked in this very batch
-            metrics.MESSAGES_CONSUMED.labels(ROLE, SCORES).inc()
+
             raw = m.value() or b""
             try:
                 record = decode_scores_record(raw)
             except AuditError as exc:
-                self._dead_letter(m, raw, exc, now)
+                self.dead_letter(ROLE, m, exc)
                 table.skip(m.offset())
                 continue
             decision = table.apply(record, m.offset(), now)
@@ -178,15 +178,6 @@ class FusionLoop(BatchLoop):
         if verdict.decided_at_ms > verdict.deadline_ms:
             tenant = metrics.tenant_label(verdict.tenant_id, self.known_tenants)
             metrics.SLO_MISSES.labels(ROLE, tenant, decision.lane or "unknown", "late_verdict").inc()
-
-    def _dead_letter(self, m: Message, raw: bytes, error: AuditError, now: int) -> None:
-        record = dead_letter_record(raw, m.topic(), m.partition(), m.offset(), m.key(), ROLE, error, now)
-        log.warning(
-            "dlq role=%s topic=%s partition=%s offset=%s code=%s: %s",
-            ROLE, m.topic(), m.partition(), m.offset(), error.code, error.message,
-        )
-        self.produce(DLQ, error.request_id.encode() if error.request_id else None, encode(record))
-        metrics.DLQ_RECORDS.labels(ROLE, str(error.code)).inc()
 
 
 app, settings = make_app(ROLE, app_id=f"{GROUP_ID}-runtime")

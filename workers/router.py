@@ -1,29 +1,33 @@
 """Router: ``audit.requests`` → one task per modality item on its lane, and a manifest for fusion.
 
-Start: ``faust -A workers.router worker``. Bad input (not JSON, schema
-violation, disallowed URI) goes to ``audit.dlq``; when its request id is
-readable, fusion gets a rejection manifest so the producer still receives a
-verdict that says why.
+Start: ``faust -A workers.router worker``. Records are read and routed in batches
+(:class:`workers.stream.BatchLoop`, consumer group ``rtaudit-router``): decode →
+:meth:`engine.routing.Router.plan` → hand tasks and the manifest to the producer →
+checkpoint (flush, then commit the offset after the last record routed).
+
+Bad input (not JSON, schema violation, disallowed URI) goes to ``audit.dlq``; when
+its request id is readable (from the value, or else the record key), fusion gets a
+rejection manifest so the producer still receives a verdict that says why.
 """
 
 from __future__ import annotations
+
+from confluent_kafka import Message, TopicPartition
 
 from engine.clock import now_ms
 from engine.routing import Router
 from schemas.codec import decode, encode, readable_fields
 from schemas.errors import AuditError
 from schemas.messages import AuditRequest, Manifest
-from topics.catalog import LANES, MODALITIES, REQUESTS, SCORES, lane_topic
+from topics.catalog import REQUESTS, SCORES, lane_topic
 from workers import metrics
-from workers.app import DeadLetters, make_app, raw_topic
+from workers.app import make_app
+from workers.settings import Settings
+from workers.stream import BatchLoop, run_in_faust
 
 ROLE = "router"
-app, settings = make_app(ROLE)
-router = Router(policies=settings.policies, media_policy=settings.media.policy())
-requests_topic = raw_topic(app, REQUESTS)
-scores_topic = raw_topic(app, SCORES)
-lane_topics = {(m, lane): raw_topic(app, lane_topic(m, lane)) for m in MODALITIES for lane in LANES}
-dead_letters = DeadLetters(app, ROLE)
+#: consumer group of the router on ``audit.requests``.
+GROUP_ID = "rtaudit-router"
 
 
 def rejection_manifest(raw: bytes, error: AuditError, key: bytes | None = None) -> Manifest | None:
@@ -40,22 +44,45 @@ def rejection_manifest(raw: bytes, error: AuditError, key: bytes | None = None) 
     )
 
 
-@app.agent(requests_topic)
-async def route(stream):  # type: ignore[no-untyped-def]
-    async for event in stream.events():
-        metrics.MESSAGES_CONSUMED.labels(ROLE, event.message.topic).inc()
-        raw = event.value or b""
-        try:
-            request = decode(raw, AuditRequest)
-            plan = router.plan(request, now_ms())
-        except AuditError as exc:
-            exc.request_id = exc.request_id or readable_fields(raw, event.key).get("request_id")
-            await dead_letters.send(event, exc)
-            manifest = rejection_manifest(raw, exc, event.key)
-            if manifest is not None:
-                await scores_topic.send(key=manifest.request_id.encode(), value=encode(manifest))
-            continue
-        key = request.request_id.encode()
-        for task in plan.tasks:
-            await lane_topics[(task.modality, task.lane)].send(key=key, value=encode(task))
-        await scores_topic.send(key=key, value=encode(plan.manifest))
+class RouterLoop(BatchLoop):
+    """The router's batch loop; commits, per partition, the offset after the last record routed."""
+
+    def __init__(self, settings: Settings) -> None:
+        super().__init__(settings, GROUP_ID, [REQUESTS])
+        self.router = Router(policies=settings.policies, media_policy=settings.media.policy())
+        self.next_offset: dict[int, int] = {}
+
+    def handle(self, records: list[Message]) -> None:
+        now = now_ms()
+        for m in records:
+            self.next_offset[m.partition()] = m.offset() + 1
+            raw = m.value() or b""
+            try:
+                request = decode(raw, AuditRequest)
+                plan = self.router.plan(request, now)
+            except AuditError as exc:
+                exc.request_id = exc.request_id or readable_fields(raw, m.key()).get("request_id")
+                self.dead_letter(ROLE, m, exc)
+                manifest = rejection_manifest(raw, exc, m.key())
+                if manifest is not None:
+                    self.produce(SCORES, manifest.request_id.encode(), encode(manifest))
+                continue
+            key = request.request_id.encode()
+            for task in plan.tasks:
+                self.produce(lane_topic(task.modality, task.lane), key, encode(task))
+            self.produce(SCORES, key, encode(plan.manifest))
+        metrics.MESSAGES_CONSUMED.labels(ROLE, REQUESTS).inc(len(records))
+
+    def commit_offsets(self, partitions: list[int] | None = None) -> list[TopicPartition]:
+        return [
+            TopicPartition(REQUESTS, p, offset) for p, offset in self.next_offset.items()
+            if partitions is None or p in partitions
+        ]
+
+    def revoked(self, partitions: list[TopicPartition]) -> None:
+        for tp in partitions:
+            self.next_offset.pop(tp.partition, None)
+
+
+app, settings = make_app(ROLE, app_id=f"{GROUP_ID}-runtime")
+run_in_faust(app, lambda: RouterLoop(settings))

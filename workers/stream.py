@@ -25,6 +25,12 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
+from engine.clock import now_ms
+from schemas.codec import encode
+from schemas.errors import AuditError
+from topics.catalog import DLQ
+from workers import metrics
+from workers.app import dead_letter_record
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
 
@@ -118,6 +124,17 @@ class BatchLoop:
                 return
             except BufferError:
                 self.producer.poll(0.05)
+
+    def dead_letter(self, role: str, m: Message, error: AuditError) -> None:
+        """Route the bad record ``m`` to ``audit.dlq`` (original bytes, position, reason) and count it."""
+        raw = m.value() or b""
+        record = dead_letter_record(raw, m.topic(), m.partition(), m.offset(), m.key(), role, error, now_ms())
+        log.warning(
+            "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",
+            role, m.topic(), m.partition(), m.offset(), error.code, error.request_id, error.message,
+        )
+        self.produce(DLQ, error.request_id.encode() if error.request_id else None, encode(record))
+        metrics.DLQ_RECORDS.labels(role, str(error.code)).inc()
 
     def checkpoint(self, partitions: list[int] | None = None) -> None:
         """Flush the producer, fail on any lost output, then commit (order in the module doc)."""
