@@ -642,6 +642,55 @@ def eval_text(
     console.print(f"eval took {time.perf_counter() - started:.1f} s")
 
 
+@app.command()
+def chaos(
+    kills: Annotated[Optional[int], typer.Option("--kills", help="kill -9 faults, random workers every few seconds (default 20, --quick 5)")] = None,
+    duration: Annotated[Optional[float], typer.Option("--duration", help="seconds of load (default 180, --quick 45)")] = None,
+    seed: Annotated[int, typer.Option("--seed", help="seed of the fault plan and of the load")] = 1,
+    quick: Annotated[bool, typer.Option("--quick", help="under a minute of load: 5 kills, no rolling restart")] = False,
+    rate: Annotated[float, typer.Option("--rate", help="requests/s (text; a share with images)")] = 6.0,
+    rolling: Annotated[Optional[bool], typer.Option("--rolling/--no-rolling", help="rolling SIGTERM restart of every role (default: on unless --quick)")] = None,
+    slo_ms: Annotated[int, typer.Option("--slo-ms", help="each request's SLO, ms")] = 10_000,
+    out: Annotated[Path, typer.Option(help="folder for chaos runs (logs, chaos.json)")] = Path(".rtaudit/chaos"),
+    config: ConfigOpt = None,
+) -> None:
+    """Steady mixed load (text, images, OCR) through a supervised fleet on a private embedded
+    broker while random workers are killed with kill -9 (and, unless --quick, every role is
+    restarted with SIGTERM in turn); then audit.verdicts is read whole and the table says what
+    was lost or repeated. Exit 1 when a request was lost or the client saw a duplicate."""
+    from workers import chaos as c
+    from workers.children import raise_keyboard_interrupt_on
+
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
+        if os.environ.pop(name, None) is not None:
+            console.print(f"[yellow]chaos runs on its own embedded broker on loopback: ignoring {name}[/yellow]")
+    if config is not None:
+        os.environ["RTAUDIT_CONFIG"] = str(config.resolve())
+    s = _settings(config)
+    base = c.ChaosOptions.quick() if quick else c.ChaosOptions()
+    kw: dict[str, object] = dict(seed=seed, rate=rate, slo_ms=slo_ms, out_dir=out.resolve(), config=config.resolve() if config else None)
+    if kills is not None:
+        kw["kills"] = kills
+    if duration is not None:
+        kw["duration_s"] = duration
+    if rolling is not None:
+        kw["rolling"] = c.ROLES if rolling else ()
+    opts = dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+    raise_keyboard_interrupt_on()
+    try:
+        run = c.Chaos(opts, s, lambda msg: console.print(msg, markup=False, highlight=False)).run()
+    except ValueError as exc:
+        raise _fail(str(exc), 2) from None
+    table = Table("measure", "value", title=f"rtaudit chaos ({run.run_id}, seed {opts.seed}, {run.load_s:.0f} s of load)")
+    for name, value in c.result_rows(run.result, opts.slo_ms):
+        table.add_row(name, value)
+    console.print(table)
+    console.print(f"restarts by the supervisor: {run.restarts}; wrote {c.write_json(run, out.resolve() / run.run_id / 'chaos.json')}; "
+                  f"worker logs in {run.log_dir} ({run.wall_s:.0f} s in all)", markup=False, highlight=False)
+    if not run.result.ok:
+        raise typer.Exit(1)
+
+
 def main() -> None:  # pragma: no cover
     app()
 
