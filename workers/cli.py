@@ -643,6 +643,47 @@ def eval_text(
 
 
 @app.command()
+def fuzz(
+    count: Annotated[Optional[int], typer.Option("--count", "-n", help="requests to send (default 10,000; --quick 1,000)")] = None,
+    quick: Annotated[bool, typer.Option("--quick", help="1,000 requests")] = False,
+    seed: Annotated[int, typer.Option(help="seed of the mutations: the same seed sends the same requests")] = 0,
+    timeout: Annotated[float, typer.Option(help="seconds to wait for every answer after the last send")] = 120.0,
+    out: Annotated[Path, typer.Option(help="folder for each run's settings, state and worker logs")] = Path(".rtaudit/fuzz"),
+) -> None:
+    """Mutated requests (wrong types, missing/extra fields, huge numbers, deep nesting, invalid
+    UTF-8, lone surrogates, megabyte strings, empty values, null keys, id mismatches, wrong
+    content types, media URIs of every scheme, base64 garbage) through a router + text + fusion
+    fleet on a private embedded broker. Prints, per mutation kind, verdicts and DLQ records;
+    exits 1 unless every request got an answer (a verdict whenever an id is readable) and no
+    worker crashed."""
+    from workers.children import raise_keyboard_interrupt_on
+    from workers.fuzz.harness import FuzzOptions, run, tables
+
+    for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE", "RTAUDIT_CONFIG"):
+        if os.environ.pop(name, None) is not None:
+            console.print(f"[yellow]fuzz runs on its own embedded broker and settings: ignoring {name}[/yellow]")
+    n = count if count is not None else (1_000 if quick else 10_000)
+    if n < 1:
+        raise typer.BadParameter(f"--count must be at least 1, got {n}")
+    raise_keyboard_interrupt_on()
+    try:
+        report = run(FuzzOptions(count=n, seed=seed, out_dir=out, timeout_s=timeout),
+                     on_event=lambda msg: console.print(msg, markup=False, highlight=False))
+    except KeyboardInterrupt:
+        console.print("interrupted: the fleet and its broker were stopped")
+        raise typer.Exit(130) from None
+    except RuntimeError as exc:
+        raise _fail(str(exc)) from None
+    for table in tables(report):
+        console.print(table)
+    for line in report.failures:
+        console.print(line, style="red", markup=False, highlight=False)
+    console.print(f"worker logs: {report.log_dir}")
+    if not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
 def chaos(
     kills: Annotated[Optional[int], typer.Option("--kills", help="kill -9 faults, random workers every few seconds (default 20, --quick 5)")] = None,
     duration: Annotated[Optional[float], typer.Option("--duration", help="seconds of load (default 180, --quick 45)")] = None,
