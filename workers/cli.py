@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from workers.settings import SettingsError, load_settings
+from workers.settings import Settings, SettingsError, load_settings
 
 app = typer.Typer(help="rtaudit: real-time multimodal content moderation on Kafka.", no_args_is_help=True)
 topics_app = typer.Typer(help="Create or verify the topic catalogue.", no_args_is_help=True)
@@ -490,11 +490,16 @@ def bench(
     slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
     max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 1500)")] = None,
+    model: Annotated[Optional[str], typer.Option("--model", "-m", help="the overhead bench instead: text model null | lexical | minilm; "
+                                                 "router, text, fusion and the fleet at saturation and at 10 % load, against the raw client")] = None,
+    role: Annotated[list[str], typer.Option("--role", "-r", help="with --model: router | text | fusion | fleet (repeat; default: all)")] = [],  # noqa: B006
+    records: Annotated[Optional[int], typer.Option(help="with --model: requests produced at once per target (default 20000, --quick 5000)")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Stepped open-loop load per model stage and for the whole fleet, against the model's
     batched limit and a naive consumer, on a private embedded broker (loopback only).
-    Prints the tables and target ratios; writes bench.json and bench.png."""
+    Prints the tables and target ratios; writes bench.json and bench.png.
+    With --model: the overhead bench (workers/bench/overhead.py), overhead.json."""
     from workers import bench as b
     from workers.bench.report import plot, tables, write_json
 
@@ -506,6 +511,13 @@ def bench(
     if config is not None:
         os.environ["RTAUDIT_CONFIG"] = str(config.resolve())
     s = _settings(config)
+    if model is not None:
+        if stage or profile or slo or mixed is not None:
+            raise typer.BadParameter("--stage, --profile, --slo and --mixed are for the stepped bench, not --model")
+        _bench_overhead(s, model, tuple(role), records, quick, out, config)
+        return
+    if role or records is not None:
+        raise typer.BadParameter("--role and --records go with --model (the overhead bench)")
     stages = tuple(stage) or (("text",) if quick else b.STAGES)
     bad = [x for x in stages if x not in b.STAGES]
     if bad:
@@ -541,6 +553,30 @@ def bench(
         console.print(table)
     console.print(f"wrote {write_json(run, out / 'bench.json')} and {plot(run, out / 'bench.png')} "
                   f"({run.wall_s:.0f} s)")
+
+
+def _bench_overhead(s: Settings, model: str, roles: tuple[str, ...], records: Optional[int], quick: bool, out: Path, config: Optional[Path]) -> None:
+    """``rtaudit bench --model``: the overhead table on stdout, overhead.json in ``out``."""
+    from workers.children import raise_keyboard_interrupt_on
+    from workers.bench.overhead import MODELS, TARGETS, OverheadBench, OverheadOptions
+    from workers.bench.report import overhead_table, write_overhead_json
+
+    if model not in MODELS:
+        raise typer.BadParameter(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
+    bad = [r for r in roles if r not in TARGETS]
+    if bad:
+        raise typer.BadParameter(f"--role must be among {', '.join(TARGETS)}, got {bad}")
+    values: dict[str, object] = {"model": model, "targets": roles or TARGETS, "out_dir": out, "config": config.resolve() if config else None}
+    if records is not None:
+        values["records"] = records
+    opts = OverheadOptions.quick(**values) if quick else OverheadOptions(**values)  # type: ignore[arg-type]
+    console.print(f"rtaudit bench --model {model}: {', '.join(opts.targets)}; {opts.records:,} requests per target; results in {out}")
+    raise_keyboard_interrupt_on()
+    run = OverheadBench(opts, s, lambda msg: console.print(msg, markup=False)).run()
+    if run.interrupted:
+        console.print("[yellow]interrupted: results of the targets finished before[/yellow]")
+    console.print(overhead_table(run))
+    console.print(f"wrote {write_overhead_json(run, out / 'overhead.json')} ({run.wall_s:.0f} s)")
 
 
 @text_app.command("build-encoder")

@@ -41,3 +41,27 @@ def test_a_tiny_text_bench_runs_through_the_real_broker(tmp_path: Path) -> None:
     data = json.loads(write_json(run, tmp_path / "bench.json").read_text())
     assert data["targets"][0]["name"] == "text" and data["host"]["cores"]
     assert plot(run, tmp_path / "bench.png").stat().st_size > 10_000
+
+
+def test_the_overhead_bench_runs_every_target_and_prints_its_table(tmp_path: Path) -> None:
+    """``rtaudit bench --model null``'s machinery, tiny: every target measured through the real
+    broker, one table row each (and one per role inside the fleet). No thresholds."""
+    from rich.console import Console
+
+    from workers.bench.overhead import TARGETS, OverheadBench, OverheadOptions
+    from workers.bench.report import overhead_table, write_overhead_json
+
+    opts = OverheadOptions.quick(records=300, latency_s=1.0, saturation_timeout_s=20.0, out_dir=tmp_path)
+    run = OverheadBench(opts, load_settings(), lambda _: None).run()
+
+    assert [r.target for r in run.targets] == list(TARGETS)
+    for r in run.targets:
+        assert not any(n.startswith("failed") for n in r.notes), r.notes
+        assert r.raw is not None and r.raw.consume_per_s > 0 and r.answered > 0 and r.hop is not None
+    console = Console(record=True, width=400)
+    console.print(overhead_table(run))
+    lines = console.export_text().splitlines()
+    for row in (*TARGETS, "fleet: router", "fleet: text", "fleet: fusion"):
+        assert any(line.startswith(f"│ {row} ") or line.startswith(f"│   {row} ") for line in lines), row
+    data = json.loads(write_overhead_json(run, tmp_path / "overhead.json").read_text())
+    assert [t["target"] for t in data["targets"]] == list(TARGETS)

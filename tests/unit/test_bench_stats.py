@@ -281,3 +281,48 @@ def test_a_knee_is_a_lower_bound_until_a_step_above_it_fails() -> None:
     assert find_knee(kept, 1000.0) is kept[1] and not saturated(kept, 1000.0)
     assert saturated([*kept, step(60.0, 40.0, 2000.0)], 1000.0)
     assert saturated([step(60.0, 40.0, 2000.0)], 1000.0)  # no knee at all: past capacity from the start
+
+
+# ------------------------------------------------------------ the overhead bench (pure parts)
+
+
+@pytest.mark.parametrize("target", ["router", "text", "fusion", "fleet"])
+def test_overhead_records_are_valid_contract_records_keyed_for_their_target(target: str) -> None:
+    from schemas.codec import decode, decode_scores_record
+    from schemas.messages import AuditRequest, Manifest, ModalityTask, PartialScore
+    from workers.bench.feed import input_topic, records
+
+    recs = records(target, "hello there", "rid-1", 30_000)
+    assert all(topic == input_topic(target) for topic, _ in recs)
+    values = [make(1_700_000_000.0) for _, make in recs]
+    if target in ("router", "fleet"):
+        assert decode(values[0], AuditRequest).request_id == "rid-1"
+    elif target == "text":
+        task = decode(values[0], ModalityTask)
+        assert (task.part, task.lane, task.deadline_ms - task.created_at_ms) == ("text:0", "lo", 30_000)
+    else:  # fusion: the manifest first, then the partial it expects
+        manifest, partial = (decode_scores_record(v) for v in values)
+        assert isinstance(manifest, Manifest) and isinstance(partial, PartialScore)
+        assert manifest.expected == [partial.key] and partial.status == "ok"
+
+
+def test_router_outputs_need_a_task_and_a_manifest() -> None:
+    from workers.bench.feed import output_labels
+
+    labels, required = output_labels("router")
+    assert required == {"task", "manifest"}
+    assert labels["audit.text.lo"] == labels["audit.text.hi"] == "task" and labels["audit.scores"] == "manifest"
+
+
+def test_overhead_rates_and_cpu_per_thousand() -> None:
+    from workers.bench.feed import RawRates
+    from workers.bench.overhead import TargetOverhead
+
+    r = TargetOverhead("fusion", "null", ("fusion",), inputs_per_request=2, requests=1000, answered=1000, seconds=0.5,
+                       raw=RawRates(2000, 300.0, 100_000.0, 400_000.0), cpu_s={"fusion": 0.3, "broker": 0.1}, cpu_window_s=0.6)
+    assert r.per_s == 2000 and r.input_records_per_s == 4000
+    assert r.of_raw_consume == pytest.approx(0.01)
+    assert r.cpu_per_1k("fusion") == pytest.approx(0.3) and r.cpu_per_1k("router") is None
+    assert r.busy("fusion") == pytest.approx(0.5)
+    empty = TargetOverhead("text", "null", ("text",), inputs_per_request=1)
+    assert empty.per_s == 0 and empty.of_raw_consume is None and empty.cpu_per_1k("text") is None

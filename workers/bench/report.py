@@ -1,5 +1,6 @@
 """Reading a bench run: the ratios the issue sets as targets, rich tables, ``bench.json``
-and a PNG plot (matplotlib, Agg backend: no display needed)."""
+and a PNG plot (matplotlib, Agg backend: no display needed); the overhead bench's table
+and ``overhead.json``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
+from workers.bench.overhead import Hop, OverheadRun, TargetOverhead
 from workers.bench.runner import BenchRun, TargetResult, profile_summary
 from workers.bench.stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, saturated, throughput_within_p99
 
@@ -261,4 +263,67 @@ def plot(run: BenchRun, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- the overhead bench
+
+#: what one "request" of each overhead target is, and what it reads per request.
+_UNITS = {"router": "requests", "text": "tasks", "fusion": "verdicts (2 records in)", "fleet": "verdicts"}
+
+
+def _cpu(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def _hop(h: Hop | None) -> str:
+    return "-" if h is None or not h.answered else f"{_ms(h.p50_ms)} / {_ms(h.p99_ms)}" + (
+        f" ({h.sent - h.answered} lost)" if h.answered < h.sent else "")
+
+
+def overhead_table(run: OverheadRun) -> Table:
+    """One row per target (and one per role inside the fleet): saturated rate against the raw
+    client's rates on the same records, CPU per 1,000, hop latency at low load against the raw hop."""
+    h = run.host
+    t = Table(
+        "target", "processes", "raw produce rec/s", "raw consume rec/s", "rate /s at saturation", "in rec/s ÷ raw consume",
+        "CPU s / 1k (worker)", "worker busy", "broker CPU s / 1k", "hop P50 / P99 ms @ load", "raw hop P50 / P99 ms", "added P50 ms",
+        title=(f"rtaudit bench --model {run.model}: the fleet's own cost (one process per role; {h['usable_cores']} usable cores, "
+               f"{h['cpu']}, load average at start {h['load_avg_at_start']})"),
+        caption=(f"rate: requests done per second, {run.options['records']:,} produced at once (first produce → last output); "
+                 f"hop latency at {float(run.options['latency_load']):.0%} of that rate, due time → output read; raw: confluent-kafka "
+                 "alone on the same records and broker; busy = CPU s / wall s of the window (1.0 = one core)"),
+    )
+    for r in run.targets:
+        roles = list(r.roles)
+        worker_cpu = sum(r.cpu_s.get(p, 0.0) for p in roles) if all(p in r.cpu_s for p in roles) else None
+        busy = " ".join(f"{r.busy(p):.2f}" for p in roles if r.busy(p) is not None) or "-"
+        added = (r.hop.p50_ms - r.raw_hop.p50_ms) if r.hop and r.raw_hop and r.hop.answered and r.raw_hop.answered else None
+        rate = f"{_rate(r.per_s)} {_UNITS[r.target]}" if r.answered else "-"
+        if r.answered and r.answered < r.requests:
+            rate += f" ({r.answered:,}/{r.requests:,} in {r.seconds:.0f} s)"
+        t.add_row(
+            f"{r.target}" + (f"\n[dim]{'; '.join(r.notes)}[/dim]" if r.notes else ""),
+            " + ".join(roles), _rate(r.raw.produce_per_s) if r.raw else "-", _rate(r.raw.consume_per_s) if r.raw else "-",
+            rate, _fmt_ratio(r.of_raw_consume),
+            _cpu(1000.0 * worker_cpu / r.answered if worker_cpu is not None and r.answered else None), busy,
+            _cpu(r.cpu_per_1k("broker")), _hop(r.hop), _hop(r.raw_hop), "-" if added is None else _ms(added),
+        )
+        if len(roles) > 1:
+            for p in roles:
+                t.add_row(f"  {r.target}: {p}", p, "", "", "", "", _cpu(r.cpu_per_1k(p)),
+                          "-" if r.busy(p) is None else f"{r.busy(p):.2f}", "", "", "", "")
+    return t
+
+
+def write_overhead_json(run: OverheadRun, path: Path) -> Path:
+    """Everything the overhead bench measured (``overhead.json``), with the derived rates."""
+    def target(r: TargetOverhead) -> dict[str, object]:
+        return asdict(r) | {"per_s": r.per_s, "input_records_per_s": r.input_records_per_s, "of_raw_consume": r.of_raw_consume,
+                            "cpu_s_per_1k": {p: r.cpu_per_1k(p) for p in r.cpu_s}}
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    payload = {"host": run.host, "model": run.model, "options": run.options, "wall_s": run.wall_s,
+               "interrupted": run.interrupted, "targets": [target(r) for r in run.targets]}
+    path.write_text(json.dumps(payload, indent=1, default=str))
     return path

@@ -33,6 +33,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def process_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system, every thread) used so far by process ``pid``, from
+    ``/proc/<pid>/stat`` (Linux). Raises ``OSError`` when there is no such process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 # ---------------------------------------------------------------- the rig
 
 
@@ -84,14 +91,9 @@ class Rig:
             procs["broker"] = [self.fleet.broker.process.pid]
         procs["bench"] = [os.getpid()]
         out: dict[str, float] = {}
-        tick = os.sysconf("SC_CLK_TCK")
         for name, pids in procs.items():
             try:
-                total = 0.0
-                for pid in pids:
-                    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-                    total += (int(fields[11]) + int(fields[12])) / tick  # utime, stime
-                out[name] = total
+                out[name] = sum(process_cpu_seconds(pid) for pid in pids)
             except (OSError, ValueError, IndexError):
                 continue
         return out
