@@ -1,0 +1,148 @@
+"""The pure parts of ``rtaudit chaos``: the seeded fault plan, the live progress, the tally."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+import pytest
+
+from workers.chaos import (
+    ROLES, Fault, Progress, RawVerdict, RequestMaker, Sent, p99, plan_faults, recovery_s, result_rows, tally,
+)
+
+
+def test_plan_is_deterministic_for_a_seed_and_differs_across_seeds() -> None:
+    a = plan_faults(7, 20, 15, 150)
+    assert a == plan_faults(7, 20, 15, 150)
+    assert a != plan_faults(8, 20, 15, 150)
+
+
+def test_plan_kills_every_role_evenly_never_twice_in_a_row_inside_the_window() -> None:
+    for seed in range(50):
+        plan = plan_faults(seed, 20, 15, 150)
+        kills = [f for f in plan if f.signal == "SIGKILL"]
+        assert len(kills) == 20
+        assert Counter(f.role for f in kills) == {r: 4 for r in ROLES}
+        assert all(a.role != b.role for a, b in zip(kills, kills[1:]))
+        assert all(15 <= f.at_s <= 150 for f in plan)
+        assert [f.at_s for f in plan] == sorted(f.at_s for f in plan)
+
+
+def test_plan_has_one_rolling_sigterm_per_role_half_way_with_its_time_reserved() -> None:
+    plan = plan_faults(3, 20, 15, 150, rolling_step_s=12)
+    rolling = [f for f in plan if f.rolling]
+    assert sorted(f.role for f in rolling) == sorted(ROLES)
+    assert all(f.signal == "SIGTERM" for f in rolling)
+    assert [b.at_s - a.at_s for a, b in zip(rolling, rolling[1:])] == [12.0] * 4
+    first, last = rolling[0].at_s, rolling[-1].at_s
+    before = [f for f in plan if not f.rolling and f.at_s < first]
+    after = [f for f in plan if not f.rolling and f.at_s > last]
+    assert len(before) == 10 and len(after) == 10
+    assert after[0].at_s >= last + 12 - 0.3 * (150 - 15 - 60) / 20  # no kill inside the reserved stretch
+
+
+def test_plan_without_rolling_or_kills_and_bad_arguments() -> None:
+    assert [f.signal for f in plan_faults(1, 5, 8, 33, rolling=())] == ["SIGKILL"] * 5
+    assert plan_faults(1, 0, 10, 20, rolling=()) == []
+    only_fusion = plan_faults(1, 3, 0, 90, roles=["fusion"], rolling=())
+    assert [f.role for f in only_fusion] == ["fusion"] * 3 and all(isinstance(f, Fault) for f in only_fusion)
+    with pytest.raises(ValueError, match="too short"):
+        plan_faults(1, 5, 10, 40)  # 5 roles x 12 s do not fit in 30 s
+    with pytest.raises(ValueError, match="unknown roles"):
+        plan_faults(1, 5, 0, 100, roles=["router", "audio"])
+    with pytest.raises(ValueError):
+        plan_faults(1, -1, 0, 100)
+
+
+def test_p99_nearest_rank() -> None:
+    assert p99([]) is None
+    assert p99([5.0]) == 5.0
+    assert p99([float(i) for i in range(1, 101)]) == 99.0
+    assert p99([float(i) for i in range(1, 201)]) == 198.0
+    assert p99([1.0, math.inf]) == math.inf
+
+
+def test_progress_says_which_role_served_since_when() -> None:
+    p = Progress()
+    p.record("a", True, 1_100, Sent("a", "text", 1_000))
+    assert p.served_since("text", 1_000) and p.served_since("router", 1_000)
+    assert not p.served_since("ocr", 0)  # a text request needs no OCR
+    assert not p.served_since("text", 1_001)
+    p.record("b", False, 3_000, Sent("b", "ocr", 2_000))  # incomplete: proves nothing
+    assert not p.served_since("ocr", 0)
+    p.record("c", True, 3_500, Sent("c", "image", 2_500))
+    assert p.served_since("ocr", 2_500) and p.served_since("image", 2_500) and p.served_since("text", 2_500)
+    p.record("a", True, 9_000, Sent("a", "text", 1_000))
+    assert p.arrived_ms["a"] == 1_100 and p.yields["a"] == 2
+    assert p.have(["a", "b"]) and not p.have(["a", "z"])
+
+
+def test_recovery_is_the_first_window_after_the_last_fault_under_the_slo() -> None:
+    # requests every 100 ms; latency 12 s for those created in the 8 s after the fault at 10 s
+    samples = [(t, 12_000.0 if 10_000 <= t < 18_000 else 300.0) for t in range(0, 40_000, 100)]
+    assert recovery_s(samples, 10_000, 10_000) == 8.0
+    assert recovery_s(samples, 20_000, 10_000) == 0.0
+    assert recovery_s([(t, math.inf) for t in range(0, 10_000, 100)], 0, 10_000) is None
+    assert recovery_s(samples, 50_000, 10_000) is None
+
+
+def _sent(n: int, t0: int = 0) -> dict[str, Sent]:
+    return {f"r{i}": Sent(f"r{i}", "image" if i % 10 == 0 else "text", t0 + i * 100) for i in range(n)}
+
+
+def test_tally_counts_lost_duplicates_and_incomplete() -> None:
+    sent = _sent(100)
+    acked = set(sent) - {"r99"}
+    raw = [RawVerdict(rid, True, "allow") for rid in sorted(acked) if rid not in {"r5", "r6"}]
+    raw.append(RawVerdict("r7", True, "allow"))  # an identical repeat
+    raw.append(RawVerdict("r8", False, "review", (("text:0", "ok"), ("image:0", "missing"))))  # a conflicting one
+    raw[[r.rid for r in raw].index("r10")] = RawVerdict("r10", False, "review", (("image:0", "expired"), ("text:0", "ok")))
+    raw.append(RawVerdict("other-run", True, "allow"))  # not ours: ignored
+    arrived = {rid: sent[rid].created_ms + 500 for rid in acked if rid not in {"r5", "r6"}}
+    arrived["r50"] = sent["r50"].created_ms + 20_000
+    yields = {rid: 1 for rid in arrived}
+    r = tally(sent, acked, raw, yields, 2, arrived, [(3_000, "SIGKILL"), (6_000, "SIGTERM")], 10_000)
+    assert (r.sent, r.not_acknowledged) == (99, 1)
+    assert r.lost == ["r5", "r6"]
+    assert r.verdicts == 97 and r.verdict_records == 99
+    assert r.raw_duplicates == {"r7": 2, "r8": 2}
+    assert r.conflicting_duplicates == ["r8"]
+    assert r.client_duplicates == {} and r.client_dropped == 2
+    assert r.incomplete == 1 and r.incomplete_parts == {"image expired": 1}
+    assert r.p99_before_ms == math.inf  # r5 and r6 are lost: 2 of 30 requests before the faults
+    assert r.p99_during_ms == 20_000.0  # r50, created at 5 s
+    assert r.p99_after_ms == 500.0
+    assert r.recover_s == 0.0
+    assert (r.kills, r.terms) == (1, 1)
+    assert r.by_kind == {"image": 10, "text": 89}
+    assert not r.ok  # lost requests
+
+
+def test_tally_of_a_clean_run_and_its_rows() -> None:
+    sent = _sent(50)
+    raw = [RawVerdict(rid, True, "allow") for rid in sent]
+    arrived = {rid: s.created_ms + 200 for rid, s in sent.items()}
+    r = tally(sent, set(sent), raw, {rid: 1 for rid in sent}, 0, arrived, [], 10_000)
+    assert r.ok and r.lost == [] and r.raw_duplicates == {} and r.incomplete == 0
+    assert r.p99_before_ms == 200.0 and r.p99_during_ms is None and r.recover_s is None
+    rows = dict(result_rows(r, 10_000))
+    assert rows["lost (sent, no verdict)"] == "0"
+    assert rows["duplicates through the client"].startswith("0 ")
+    assert rows["P99 during the faults"] == "n/a"
+    bad = tally(sent, set(sent), raw, {"r1": 2}, 0, arrived, [], 10_000)
+    assert not bad.ok and bad.client_duplicates == {"r1": 2}
+
+
+def test_request_maker_builds_valid_mixed_requests() -> None:
+    maker = RequestMaker("chaos-x", seed=4, slo_ms=10_000, image_share=0.3, ocr_share=0.2)
+    made = [maker.make(i, 1_000 + i) for i in range(60)]
+    kinds = Counter(s.kind for s, _ in made)
+    assert set(kinds) == {"text", "image", "ocr"}
+    for s, req in made:
+        assert req.request_id == s.rid and s.rid.startswith("chaos-x-") and s.rid.endswith(s.kind)
+        assert req.slo_ms == 10_000 and req.created_at_ms == s.created_ms
+        assert bool(req.media) == (s.kind != "text")
+        assert (req.text is None) == (s.kind == "ocr")
+    again = RequestMaker("chaos-x", seed=4, slo_ms=10_000, image_share=0.3, ocr_share=0.2)
+    assert [again.make(i, 1_000 + i)[0] for i in range(60)] == [s for s, _ in made]
