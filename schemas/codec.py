@@ -88,10 +88,25 @@ def readable_fields(raw: bytes, key: bytes | None = None) -> dict[str, Any]:
     return out
 
 
+#: Longest field name an error message quotes from the input, characters.
+MAX_LOC_PART_CHARS = 40
+
+
+def _loc_part(part: str | int) -> str:
+    """One step of an error location as messages show it. Field names come from the input:
+    non-printable characters are escaped (no forged log lines) and long names cut."""
+    text = str(part)
+    if not text.isprintable():
+        text = text.encode("unicode_escape").decode("ascii")
+    return text if len(text) <= MAX_LOC_PART_CHARS else text[: MAX_LOC_PART_CHARS - 1] + "…"
+
+
 def _summarize(exc: ValidationError, limit: int = 3) -> str:
+    """The first ``limit`` errors, ``"<field.path>: <message>"``; pydantic's messages never
+    quote the input's values, and field names are escaped and cut (:func:`_loc_part`)."""
     parts = []
-    for err in exc.errors()[:limit]:
-        where = ".".join(str(p) for p in err["loc"]) or "<root>"
+    for err in exc.errors(include_input=False, include_url=False)[:limit]:
+        where = ".".join(_loc_part(p) for p in err["loc"]) or "<root>"
         parts.append(f"{where}: {err['msg'].removeprefix('Value error, ')}")
     more = exc.error_count() - limit
     return "; ".join(parts) + (f" (+{more} more)" if more > 0 else "")
