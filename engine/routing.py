@@ -14,6 +14,12 @@ from engine.media import MediaPolicy, check_uri
 from engine.policy import PolicyBook
 from schemas.messages import AuditRequest, Lane, Manifest, ModalityTask, SkippedPart
 
+#: Latest deadline the router assigns, ms after routing (the largest ``slo_ms`` a request may
+#: ask for). A request's own ``deadline_ms``, or a ``created_at_ms`` in the future, may ask for
+#: more: capped, because fusion holds a request's state (and its partition's commit) until
+#: the deadline, and ``created_at_ms`` + SLO could leave the contract's time range.
+MAX_DEADLINE_AHEAD_MS = 3_600_000
+
 #: modality → stages that answer it, when a worker for it runs in the fleet.
 DEFAULT_STAGES: dict[str, tuple[str, ...]] = {"text": ("text",), "image": ("image", "ocr")}
 
@@ -42,7 +48,8 @@ class Router:
     stages: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_STAGES))
 
     def deadline_ms(self, req: AuditRequest) -> int:
-        """Absolute deadline: the request's own, else ``created_at_ms`` + its SLO or the tenant's."""
+        """Requested absolute deadline: the request's own, else ``created_at_ms`` + its SLO or the
+        tenant's (:meth:`plan` caps it at :data:`MAX_DEADLINE_AHEAD_MS` after routing)."""
         if req.deadline_ms is not None:
             return req.deadline_ms
         slo = req.slo_ms if req.slo_ms is not None else self.policies.for_tenant(req.tenant_id).slo_ms
@@ -61,7 +68,7 @@ class Router:
         for item in req.media:
             if item.uri is not None:
                 check_uri(item.uri, self.media_policy)
-        deadline = self.deadline_ms(req)
+        deadline = min(self.deadline_ms(req), now_ms + MAX_DEADLINE_AHEAD_MS)
         lane = self.lane(req)
         common = dict(
             request_id=req.request_id, tenant_id=req.tenant_id, lane=lane,
