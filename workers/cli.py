@@ -725,7 +725,7 @@ def chaos(
     duration: Annotated[Optional[float], typer.Option("--duration", help="seconds of load (default 180, --quick 45)")] = None,
     seed: Annotated[int, typer.Option("--seed", help="seed of the fault plan and of the load")] = 1,
     quick: Annotated[bool, typer.Option("--quick", help="under a minute of load: 5 kills, no rolling restart")] = False,
-    rate: Annotated[float, typer.Option("--rate", help="requests/s (text; a share with images)")] = 6.0,
+    rate: Annotated[float, typer.Option("--rate", help="requests/s (3 % with a drawn image, 1 % an image of words)")] = 5.0,
     rolling: Annotated[Optional[bool], typer.Option("--rolling/--no-rolling", help="rolling SIGTERM restart of every role (default: on unless --quick)")] = None,
     slo_ms: Annotated[int, typer.Option("--slo-ms", help="each request's SLO, ms")] = 10_000,
     out: Annotated[Path, typer.Option(help="folder for chaos runs (logs, chaos.json)")] = Path(".rtaudit/chaos"),
