@@ -25,6 +25,7 @@ def test_every_mutated_request_is_answered_and_nothing_crashes(tmp_path):
     assert report.failures == [], report.failures
     assert (total.neither, total.verdict_missing, total.dlq_without_reason) == (0, 0, 0)
     assert (report.exits, report.restarts, report.crash_lines) == ([], {}, {})
+    assert report.media_probes > 0 and report.media_leaks == {}
     assert report.ok
     # bad input was really sent and rejected, good input really answered
     assert total.dlq > 100 and total.verdict > 200

@@ -14,13 +14,14 @@
 5. Per case: verdicts (by any id the case carries), DLQ records (by source position in
    ``audit.requests``, or by request id for those a modality worker wrote). Crashes are
    worker processes that exited (exit status), supervisor restarts, and Faust agents that
-   crashed in-process (their log line).
+   crashed in-process (their log line). Leaks: every inline media payload sent
+   (``data_b64``) is searched for in the verdicts and the worker logs: only the DLQ's
+   original bytes may hold it.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 import uuid
@@ -30,8 +31,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rich.table import Table
+import orjson
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, Producer, TopicPartition
+from rich.table import Table
 
 from engine.clock import now_ms
 from schemas.codec import decode
@@ -129,6 +131,10 @@ class FuzzReport:
     send_s: float
     answer_s: float
     log_dir: Path
+    #: distinct inline media payloads sent (``data_b64`` strings).
+    media_probes: int = 0
+    #: place (``verdicts``, ``router-0 log``…) → media payloads found there; must be empty.
+    media_leaks: dict[str, int] = field(default_factory=dict)
 
     @property
     def crashes(self) -> int:
@@ -137,7 +143,8 @@ class FuzzReport:
     @property
     def ok(self) -> bool:
         t = self.total
-        return t.neither == 0 and t.verdict_missing == 0 and t.dlq_without_reason == 0 and self.crashes == 0
+        return (t.neither == 0 and t.verdict_missing == 0 and t.dlq_without_reason == 0 and self.crashes == 0
+                and not self.media_leaks)
 
 
 def prepare_media_root(root: Path) -> Path:
@@ -266,6 +273,8 @@ class AnswerReader:
         self.consumer.assign(self.partitions)
         self.at_end: set[tuple[str, int]] = set()
         self.undecodable = 0
+        #: every verdict value as read, for the leak check.
+        self.verdict_values: list[bytes] = []
 
     def poll(self, timeout_s: float) -> list[Verdict | DLQRecord]:
         out: list[Verdict | DLQRecord] = []
@@ -276,6 +285,8 @@ class AnswerReader:
                     self.at_end.add(where)
                 continue
             self.at_end.discard(where)
+            if msg.topic() == VERDICTS:
+                self.verdict_values.append(msg.value() or b"")
             try:
                 out.append(decode(msg.value(), Verdict if msg.topic() == VERDICTS else DLQRecord))
             except AuditError:
@@ -290,8 +301,9 @@ class AnswerReader:
 
 
 def collect(settings: Settings, cases: list[Case], positions: dict[tuple[int, int], int],
-            timeout_s: float) -> list[Outcome]:
-    """Read answers until every case is answered or ``timeout_s`` passes, then to the end."""
+            timeout_s: float) -> tuple[list[Outcome], bytes]:
+    """Read answers until every case is answered or ``timeout_s`` passes, then to the end.
+    Returns the outcomes and every verdict value read (newline-joined)."""
     by_id = {rid: case.index for case in cases for rid in case.ids}
     outcomes = [Outcome() for _ in cases]
     waiting = set(range(len(cases)))
@@ -329,7 +341,35 @@ def collect(settings: Settings, cases: list[Case], positions: dict[tuple[int, in
                 quiet_since = None
     finally:
         reader.close()
-    return outcomes
+    return outcomes, b"\n".join(reader.verdict_values)
+
+
+def media_probes(cases: list[Case], min_chars: int = 16) -> set[bytes]:
+    """The inline media (``data_b64`` strings of at least ``min_chars``) of every case whose
+    value parses: none of them may show up in a verdict or a worker log."""
+    probes: set[bytes] = set()
+    for case in cases:
+        try:
+            body = orjson.loads(case.value)
+        except orjson.JSONDecodeError:
+            continue
+        media = body.get("media") if isinstance(body, dict) else None
+        for item in media if isinstance(media, list) else ():
+            data = item.get("data_b64") if isinstance(item, dict) else None
+            if isinstance(data, str) and len(data) >= min_chars:
+                probes.add(data.encode())
+    return probes
+
+
+def leaks(probes: set[bytes], verdicts: bytes, log_dir: Path) -> dict[str, int]:
+    """Where media bytes showed up: ``{"verdicts": n, "<role> log": n}`` (distinct probes found)."""
+    found: dict[str, int] = {}
+    places = {"verdicts": verdicts, **{f"{p.stem} log": p.read_bytes() for p in sorted(log_dir.glob("*.log"))}}
+    for place, blob in places.items():
+        n = sum(1 for probe in probes if probe in blob)
+        if n:
+            found[place] = n
+    return found
 
 
 def crash_lines(log_dir: Path) -> dict[str, int]:
@@ -368,21 +408,17 @@ def run(opts: FuzzOptions, on_event: Callable[[str], None] | None = None) -> Fuz
         positions = send(settings, cases)
         send_s = time.monotonic() - started
         say(f"sent in {send_s:.1f} s; reading {VERDICTS} and {DLQ}")
-        outcomes = collect(settings, cases, positions, opts.timeout_s)
+        outcomes, verdict_values = collect(settings, cases, positions, opts.timeout_s)
         answer_s = time.monotonic() - started
         with fleet._lock:  # noqa: SLF001 - a snapshot of the slots before stop() clears them
             exits = [f"{s.name}: {describe_exit(s.proc.returncode)}" for s in fleet.slots if s.proc.poll() is not None]
         restarts = {role: n for role, n in fleet.restarts.items() if n}
         lines = crash_lines(fleet.log_dir)
+    probes = media_probes(cases)
+    leaked = leaks(probes, verdict_values, run_dir / "logs")
     rows, total, failures = summarize(cases, outcomes)
     return FuzzReport(opts.seed, rows, total, exits, restarts, lines, failures[:20], send_s, answer_s,
-                      run_dir / "logs")
-
-
-def main_env_check() -> list[str]:
-    """Environment variables that would point the fuzz fleet at another broker (the CLI drops them)."""
-    return [n for n in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE", "RTAUDIT_CONFIG")
-            if n in os.environ]
+                      run_dir / "logs", len(probes), leaked)
 
 
 def tables(report: FuzzReport) -> list[Table]:
@@ -396,9 +432,10 @@ def tables(report: FuzzReport) -> list[Table]:
         t.add_row(row.kind, str(row.sent), str(row.verdict), str(row.dlq), str(row.both), bad(row.neither),
                   bad(row.verdict_missing), bad(row.dlq_without_reason), str(row.repeats), codes,
                   end_section=row is report.rows[-1])
-    c = Table("worker exits", "supervisor restarts", "crash lines in logs", "sent in", "all answered in",
-              title="Crashes")
+    c = Table("worker exits", "supervisor restarts", "crash lines in logs", "media bytes in verdicts/logs",
+              "sent in", "all answered in", title="Crashes and leaks")
     c.add_row(", ".join(report.exits) or "0", ", ".join(f"{r} {n}" for r, n in report.restarts.items()) or "0",
               ", ".join(f"{r} {n}" for r, n in report.crash_lines.items()) or "0",
+              (", ".join(f"{w} {n}" for w, n in report.media_leaks.items()) or "0") + f" of {report.media_probes} payloads",
               f"{report.send_s:.1f} s", f"{report.answer_s:.1f} s")
     return [t, c]
