@@ -47,6 +47,7 @@ class ErrorCode(StrEnum):
     MEDIA_FETCH_FAILED = "media_fetch_failed"
     MODALITY_UNSUPPORTED = "modality_unsupported"
     INFERENCE_FAILED = "inference_failed"
+    ROUTING_FAILED = "routing_failed"
 
 
 class AuditError(Exception):
@@ -106,3 +107,11 @@ class MediaFetchFailed(AuditError):
 class InferenceFailed(AuditError):
     code = ErrorCode.INFERENCE_FAILED
     retriable = True
+
+
+class RoutingFailed(AuditError):
+    """An unexpected error while routing one record (a bug, not bad input): the record goes
+    to the DLQ with the error's type and message, and the router keeps running instead of
+    crash-looping on it."""
+
+    code = ErrorCode.ROUTING_FAILED

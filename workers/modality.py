@@ -1,27 +1,28 @@
 """The one adapter every modality worker uses: lane topics → two-lane micro-batcher → model stage → ``audit.scores``.
 
-Flow (one process, one event loop):
+Flow (one process: an intake thread, the event loop, one inference thread):
 
 0. Before the consumer starts (Faust's ``App.on_first_start``), the model is loaded
    and warmed with one batch: a replica joins its consumer group ready to serve.
-1. Two agents, one per lane topic (``audit.<modality>.hi`` and ``.lo``), read with
-   manual acks (``stream.noack()``), decode each record and put it in the
-   :class:`engine.batcher.Batcher` on its lane (a record that does not decode goes
-   to the DLQ). A full lane blocks only its own agent.
+1. The intake thread (:class:`LaneIntake`) is one confluent-kafka consumer of both lane
+   topics (``audit.<modality>.hi`` and ``.lo``, group ``rtaudit-<role>``). It reads up to
+   1,000 records per ``consume`` call, decodes them, and hands the batch to the event loop
+   in one hop, which puts each task in the :class:`engine.batcher.Batcher` on its lane; the
+   thread waits until the batcher took them (a full lane back-pressures the fetch). A
+   record that does not decode goes to the DLQ.
 2. One task takes batches (high lane first, low lane's share honoured, closing on
    size, lag-adaptive window or deadline) and runs :func:`engine.stage.process_batch`
    in the single inference thread, off the event loop. Items already past their
    deadline come back from the batcher separately and get ``expired`` partials
    from the same ``process_batch`` call, without inference.
-3. Each partial (and DLQ record) is handed to the producer; once the broker has
-   acknowledged a record's outputs (a failed delivery crashes the worker before the
-   ack, so the record is consumed again), its record is marked done. This emit
-   runs as its own task, so the inference thread starts
-   the next batch while the event loop emits the last one (measured: the loop
-   otherwise idled the model for ~1-2 ms per partial); batches are emitted in
-   order, one at a time; :class:`workers.acks.InOrderAcks` acks records per partition in
-   offset order, so an offset is committed only after its output was delivered
-   (at-least-once).
+3. Each partial (and DLQ record) of a batch is handed to the producer without waiting;
+   then one ``flush`` (in a thread) waits for the broker's acknowledgement of all of
+   them; a failed delivery crashes the worker before any ack, so the records are
+   consumed again. This emit runs as its own task, so the inference thread starts the
+   next batch while the last one is emitted; batches are emitted in order, one at a
+   time. :class:`workers.acks.InOrderAcks` acks records per partition in offset order,
+   and every 0.5 s the offset after each partition's acked prefix is committed: an
+   offset is never committed before its output was delivered (at-least-once).
 4. A 50 ms control timer sets ``rtaudit_consumer_lag_messages`` per partition
    (high watermark seen while fetching minus the next offset to process, clamped
    at 0; tansu's ListOffsets end offset is wrong, BROKER_NOTES), feeds the lag to
@@ -44,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
-from aiokafka.errors import IllegalStateError
+from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from PIL import Image, ImageDraw
 
 from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
@@ -54,17 +55,25 @@ from engine.stage import BatchResult, process_batch
 from schemas.codec import decode, encode
 from schemas.errors import AuditError
 from schemas.messages import MediaItem, ModalityTask
-from topics.catalog import SCORES, lane_topic
+from topics.catalog import DLQ, SCORES, lane_topic
 from workers import metrics
-from workers.acks import InOrderAcks, finish_when_delivered
-from workers.app import DeadLetters, make_app, raw_topic
+from workers.acks import InOrderAcks
+from workers.app import dead_letter_record, make_app
+from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
+from workers.stream import DeliveryTracker
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
 CONTROL_INTERVAL_S = 0.05
 #: seconds a fetched consumer position of a not-yet-seen partition is reused.
 POSITION_CACHE_S = 1.0
+#: most records one ``consume`` call returns.
+INTAKE_BATCH = 1000
+#: longest wait of one ``consume`` call for its first record, s.
+INTAKE_POLL_S = 0.05
+#: seconds between offset commits of the acked prefix.
+COMMIT_INTERVAL_S = 0.5
 
 
 class LazyStage:
@@ -114,75 +123,93 @@ def warmup_task(modality: str) -> ModalityTask:
     )
 
 
+#: a partition: ``(topic, partition)``.
+TP = tuple[str, int]
+
+
 @dataclass(eq=False)
 class Work:
-    """A decoded task (``None`` for a record bound for the DLQ) and the Faust event
-    (and stream, for the ack) it came from."""
+    """A consumed record and its decoded task (``None`` for a record bound for the DLQ)."""
 
-    event: Any
-    stream: Any
+    message: Message
     task: ModalityTask | None
+
+    @property
+    def tp(self) -> TP:
+        return (self.message.topic(), self.message.partition())
 
 
 class LaneControl:
-    """Lag readings and low-lane pausing for one worker (Faust consumer side).
+    """Lag readings and low-lane pausing for one worker (a confluent-kafka consumer).
+
+    A confluent-kafka consumer serialises its calls: one made while another thread is
+    inside ``consume`` waits for it, so the consumer-side steps (:meth:`read_lag`,
+    :meth:`sync_pause`, :meth:`seen`, :meth:`forget`) run in the intake thread and only
+    :meth:`apply_lag` runs on the event loop.
 
     ``next_offset`` holds, per partition, the offset after the last record the
-    agents received: the worker's position. Lag = high watermark − position,
-    clamped at 0; before any record of a partition arrived, the consumer's own
-    fetch position is used.
+    intake received: the worker's position. Lag = high watermark seen while fetching −
+    position, clamped at 0; before any record of a partition arrived, the consumer's
+    own position is used.
     """
 
-    def __init__(self, app: faust.App, role: str, lanes: dict[str, LaneName], batcher: Batcher[Work]) -> None:
-        self.app, self.role, self.lanes, self.batcher = app, role, lanes, batcher
-        self.next_offset: dict[Any, int] = {}
-        self.paused: set[Any] = set()
-        self._positions: dict[Any, tuple[int | None, float]] = {}
+    def __init__(self, consumer: Any, role: str, lanes: dict[str, LaneName], batcher: Batcher[Any]) -> None:
+        self.consumer, self.role, self.lanes, self.batcher = consumer, role, lanes, batcher
+        self.next_offset: dict[TP, int] = {}
+        self.paused: set[TP] = set()
+        self.assigned: set[TP] = set()
+        #: set on the event loop by :meth:`apply_lag`, read by the consumer's thread.
+        self.want_lo_paused = False
+        self._positions: dict[TP, tuple[int | None, float]] = {}
 
-    def seen(self, tp: Any, offset: int) -> None:
+    def seen(self, tp: TP, offset: int) -> None:
         self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
 
-    async def _fetch_position(self, tp: Any) -> int | None:
-        """The consumer's position of a partition no record came from yet (a thread hop: cached)."""
+    def forget(self, tps: list[TP]) -> None:
+        """Partitions revoked: their positions are no longer ours."""
+        for tp in tps:
+            self.next_offset.pop(tp, None)
+            self._positions.pop(tp, None)
+            self.paused.discard(tp)
+
+    def _position(self, tp: TP) -> int | None:
+        """The consumer's position of a partition no record came from yet (cached 1 s)."""
         cached = self._positions.get(tp)
         now = time.monotonic()
         if cached is None or now - cached[1] > POSITION_CACHE_S:
-            cached = self._positions[tp] = (await self.app.consumer.position(tp), now)
+            [pos] = self.consumer.position([TopicPartition(*tp)])
+            cached = self._positions[tp] = (pos.offset if pos.offset >= 0 else None, now)
         return cached[0]
 
-    async def tick(self) -> None:
-        consumer = self.app.consumer
-        assigned = {tp for tp in consumer.assignment() if tp.topic in self.lanes}
-        lag = {lane: 0 for lane in LANE_NAMES}
-        for tp in assigned:
-            # a rebalance can revoke ``tp`` while this tick awaits a position: aiokafka then
-            # asserts (highwater) or raises IllegalStateError (position); measured: a second
-            # replica joining under load crashed the first worker here. Skip the partition.
+    def read_lag(self) -> dict[LaneName, int]:
+        """Consumer side (the thread that owns the consumer): lag per lane, summed over the
+        assigned partitions, and the per-partition lag gauge."""
+        consumer = self.consumer
+        self.assigned = {(tp.topic, tp.partition) for tp in consumer.assignment() if tp.topic in self.lanes}
+        lag: dict[LaneName, int] = {lane: 0 for lane in LANE_NAMES}
+        for tp in self.assigned:
             try:
-                highwater = consumer.highwater(tp)
-                if highwater is None:
-                    continue
+                _, highwater = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                if highwater is None or highwater < 0:
+                    continue  # nothing fetched yet
                 position = self.next_offset.get(tp)
                 if position is None:
-                    position = await self._fetch_position(tp)
-                    if position is None:
-                        continue
-            except (AssertionError, IllegalStateError):
+                    position = self._position(tp)
+            except KafkaException:
+                continue  # revoked while we read it
+            if position is None:
                 continue
             tp_lag = max(0, highwater - position)
-            lag[self.lanes[tp.topic]] += tp_lag
-            metrics.CONSUMER_LAG.labels(self.role, tp.topic, str(tp.partition)).set(tp_lag)
+            lag[self.lanes[tp[0]]] += tp_lag
+            metrics.CONSUMER_LAG.labels(self.role, tp[0], str(tp[1])).set(tp_lag)
+        return lag
+
+    def apply_lag(self, lag: dict[LaneName, int]) -> None:
+        """Batcher side (the event loop): feed the lag, decide whether the low lane should
+        be paused (:attr:`want_lo_paused`), set the batcher gauges."""
         for lane in LANE_NAMES:
             self.batcher.set_lag(lane, lag[lane])
-        self.paused &= assigned  # revoked partitions are no longer ours to resume
-        if not getattr(self.app, "rebalancing", False):
-            lo_tps = {tp for tp in assigned if self.lanes[tp.topic] == "lo"}
-            if self.batcher.update_lo_pause():
-                consumer.pause_partitions(lo_tps)  # every tick: Faust's own flow control may resume them
-                self.paused |= lo_tps
-            elif self.paused:
-                consumer.resume_partitions(self.paused)
-                self.paused = set()
+        self.want_lo_paused = self.batcher.update_lo_pause()
         stats = self.batcher.stats()
         metrics.BATCH_WINDOW_SECONDS.labels(self.role).set(stats.window_ms / 1000.0)
         metrics.BATCH_SIZE_LIMIT.labels(self.role).set(stats.size_limit)
@@ -190,7 +217,180 @@ class LaneControl:
         metrics.BATCHER_LAG.labels(self.role).set(stats.lag)
         metrics.BATCHER_QUEUED.labels(self.role, "hi").set(stats.queued_hi)
         metrics.BATCHER_QUEUED.labels(self.role, "lo").set(stats.queued_lo)
+
+    def sync_pause(self) -> None:
+        """Consumer side: pause or resume the low lane's partitions to match :attr:`want_lo_paused`
+        (every time: a rebalance resumes what it assigns)."""
+        self.paused &= self.assigned  # revoked partitions are no longer ours to resume
+        lo_tps = {tp for tp in self.assigned if self.lanes[tp[0]] == "lo"}
+        try:
+            if self.want_lo_paused:
+                if lo_tps - self.paused:
+                    self.consumer.pause([TopicPartition(*tp) for tp in lo_tps - self.paused])
+                self.paused |= lo_tps
+            elif self.paused:
+                self.consumer.resume([TopicPartition(*tp) for tp in self.paused])
+                self.paused = set()
+        except KafkaException as exc:  # a partition left meanwhile: the next tick decides again
+            log.debug("%s lane pause/resume skipped: %s", self.role, exc)
         metrics.LO_LANE_PAUSED.labels(self.role).set(int(bool(self.paused)))
+
+    def tick(self) -> None:
+        """All three steps in one thread (tests; a worker splits them across its threads)."""
+        self.apply_lag(self.read_lag())
+        self.sync_pause()
+
+
+class LaneIntake:
+    """The worker's Kafka side: one consumer of both lanes, owned by the intake thread (read
+    in batches; lag readings, lane pauses and offset commits happen there too, between
+    ``consume`` calls), one producer, and in-order acks kept on the event loop.
+
+    ``accept`` (a coroutine function run on the event loop) receives each consumed batch
+    as ``(Work, decode error or None)`` pairs; the thread waits for it before fetching again.
+    """
+
+    def __init__(
+        self, settings: Settings, role: str, topics: list[str], lanes: dict[str, LaneName], batcher: Batcher[Any],
+        accept: Callable[[list[tuple[Work, AuditError | None]]], Any],
+    ) -> None:
+        self.role = role
+        self.topics = topics
+        self.accept = accept
+        self.consumer = Consumer(consumer_config(settings, f"rtaudit-{role}"))
+        self.producer = Producer(producer_config(settings))
+        self.control = LaneControl(self.consumer, role, lanes, batcher)
+        self.deliveries = DeliveryTracker()
+        self.acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.tp)
+        #: per partition, the offset after the acked prefix not yet committed (loop writes, thread commits).
+        self._to_commit: dict[TP, int] = {}
+        self._commit_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- event loop side -------------------------------------------------------------
+    def produce(self, topic: str, key: bytes | None, value: bytes) -> None:
+        """Hand one output to the producer (no waiting); a full local queue is drained first."""
+        while True:
+            try:
+                self.producer.produce(topic, value, key, on_delivery=self.deliveries)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def dead_letter(self, work: Work, error: AuditError) -> None:
+        """Hand ``work``'s DLQ record (original bytes, position, reason) to the producer."""
+        m = work.message
+        record = dead_letter_record(m.value() or b"", m.topic(), m.partition(), m.offset(), m.key(), self.role, error, wall_now_ms())
+        log.warning(
+            "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",
+            self.role, m.topic(), m.partition(), m.offset(), error.code, error.request_id, error.message,
+        )
+        self.produce(DLQ, error.request_id.encode() if error.request_id else None, encode(record))
+        metrics.DLQ_RECORDS.labels(self.role, str(error.code)).inc()
+
+    async def delivered(self, executor: ThreadPoolExecutor) -> None:
+        """Wait until the broker acknowledged every output handed over so far. Raises
+        :class:`workers.stream.DeliveryFailed` when one failed (the caller crashes the worker)."""
+        await asyncio.get_running_loop().run_in_executor(executor, self.producer.flush, 30.0)
+        self.deliveries.raise_if_failed()
+
+    def finish(self, works: list[Work]) -> None:
+        """``works``' outputs are on the broker: ack them (and what they unblock)."""
+        ready_offsets = {}
+        for work in works:
+            for ready in self.acks.done(work):
+                ready_offsets[ready.tp] = ready.message.offset() + 1
+        with self._commit_lock:
+            self._to_commit.update(ready_offsets)
+
+    # -- intake thread ---------------------------------------------------------------
+    def _commit(self, only: set[TP] | None = None) -> None:
+        """Commit the acked prefix of every partition (of ``only``, synchronously, on revoke)."""
+        with self._commit_lock:
+            if only is None:
+                offsets, self._to_commit = self._to_commit, {}
+            else:
+                offsets = {tp: o for tp, o in self._to_commit.items() if tp in only}
+                for tp in offsets:
+                    del self._to_commit[tp]
+        if offsets:
+            try:
+                self.consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=only is None
+                )
+            except KafkaException as exc:
+                log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.role, exc)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("%s revoked %s", self.role, tps)
+        self._commit(set(tps))
+        self.control.forget(tps)
+        assert self._loop is not None
+
+        async def forget_acks() -> None:
+            for tp in tps:
+                self.acks.forget(tp)
+
+        try:
+            asyncio.run_coroutine_threadsafe(forget_acks(), self._loop).result(10)
+        except (TimeoutError, RuntimeError) as exc:  # the event loop is gone: shutting down
+            log.warning("%s could not forget %s: %s", self.role, tps, exc)
+
+    def run(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The intake thread: consume batches and hand them to ``accept`` on ``loop``; every
+        50 ms read the lag (applied to the batcher on the loop) and sync the low lane's pause;
+        every 0.5 s commit the acked prefix; until :meth:`stop`."""
+        self._loop = loop
+        self.consumer.subscribe(
+            self.topics, on_assign=lambda c, ps: log.info("%s assigned %s", self.role, [(p.topic, p.partition) for p in ps]),
+            on_revoke=self._on_revoke, on_lost=self._on_revoke,
+        )
+        next_control = next_commit = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                works = []
+                for m in self.consumer.consume(INTAKE_BATCH, INTAKE_POLL_S):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            log.warning("%s consume error: %s", self.role, err)
+                        continue
+                    self.control.seen((m.topic(), m.partition()), m.offset())
+                    try:
+                        task: ModalityTask | None = decode(m.value() or b"", ModalityTask)
+                        error = None
+                    except AuditError as exc:
+                        task, error = None, exc
+                    works.append((Work(m, task), error))
+                if works:
+                    self._wait(asyncio.run_coroutine_threadsafe(self.accept(works), loop))
+                now = time.monotonic()
+                if now >= next_control:
+                    loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
+                    self.control.sync_pause()
+                    next_control = now + CONTROL_INTERVAL_S
+                if now >= next_commit:
+                    self._commit()
+                    next_commit = now + COMMIT_INTERVAL_S
+            self._commit()
+        finally:
+            self.consumer.close()
+
+    def _wait(self, fut: Any) -> None:
+        """Wait for ``accept`` (it blocks while the batcher is full), but not past :meth:`stop`."""
+        while True:
+            try:
+                fut.result(0.5)
+                return
+            except TimeoutError:
+                if self._stop.is_set():
+                    fut.cancel()
+                    return
+
+    def stop(self) -> None:
+        self._stop.set()
 
 
 def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelStage]) -> faust.App:
@@ -202,56 +402,46 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         modality: which lane topics to consume (``audit.<modality>.hi`` and ``.lo``).
         factory: builds the model stage from settings (called once, in a thread).
     """
-    app, settings = make_app(role)
+    app, settings = make_app(role, app_id=f"rtaudit-{role}-runtime")
     topic_names = {lane: lane_topic(modality, lane) for lane in LANE_NAMES}
     lanes_by_topic: dict[str, LaneName] = {name: lane for lane, name in topic_names.items()}
-    dead_letters = DeadLetters(app, role)
     stage = LazyStage(factory, settings)
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
+    io_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{role}-io")
     batcher: Batcher[Work] = Batcher(settings.batch.config(role))
-    acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.event.message.tp)
-
+    known_tenants = set(settings.tenants)
     first_start = app.on_first_start
+    state: dict[str, Any] = {}  # the intake and its lane control, once started
 
     async def load_before_join() -> None:
         """Load and warm the model before the consumer starts: Faust's ``App.on_first_start``
-        runs before the app's consumer and agents start, so this replica joins its group
-        ready to serve (before, a new replica took partitions and they waited for its model
-        load: benchmarks/replica_join.py)."""
+        runs before the app's tasks, so this replica joins its group ready to serve
+        (before, a new replica took partitions and they waited for its model load:
+        benchmarks/replica_join.py)."""
         await first_start()
         await asyncio.get_running_loop().run_in_executor(executor, stage.warm, modality)
 
     app.on_first_start = load_before_join  # type: ignore[method-assign]
 
-    async def finish(work: Work) -> None:
-        """``work``'s partial or DLQ record is with the producer: ack it and the records it unblocks."""
-        for ready in acks.done(work):
-            await ready.stream.ack(ready.event)
-
-    control = LaneControl(app, role, lanes_by_topic, batcher)
-    known_tenants = set(settings.tenants)
-
-    async def intake(stream: Any, lane: LaneName) -> None:
-        stream = stream.noack()
-        async for event in stream.events():
-            msg = event.message
-            metrics.MESSAGES_CONSUMED.labels(role, msg.topic).inc()
-            control.seen(msg.tp, msg.offset)
-            try:
-                task = decode(event.value or b"", ModalityTask)
-            except AuditError as exc:
-                work = Work(event, stream, None)
-                acks.track(work)
-                try:
-                    await finish_when_delivered([(work, [await dead_letters.send(event, exc)])], finish)
-                except Exception as send_error:  # unacked, the record would hold its partition's commits forever
-                    log.exception("%s: DLQ record not delivered; crashing the worker (the record is replayed)", role)
-                    await app.crash(send_error)
-                    return
+    async def accept(items: list[tuple[Work, AuditError | None]]) -> None:
+        """A consumed batch, on the event loop: track every record, DLQ the undecodable
+        ones, put the rest in the batcher on their lane."""
+        intake: LaneIntake = state["intake"]
+        bad: list[Work] = []
+        for work, error in items:
+            msg = work.message
+            intake.acks.track(work)
+            if error is not None:
+                intake.dead_letter(work, error)
+                bad.append(work)
                 continue
-            work = Work(event, stream, task)
-            acks.track(work)
-            await batcher.put(work, lane, task.deadline_ms)
+            assert work.task is not None
+            await batcher.put(work, lanes_by_topic[msg.topic()], work.task.deadline_ms)
+        for topic in {w.message.topic() for w, _ in items}:
+            metrics.MESSAGES_CONSUMED.labels(role, topic).inc(sum(1 for w, _ in items if w.message.topic() == topic))
+        if bad:
+            await intake.delivered(io_executor)
+            intake.finish(bad)
 
     async def infer(model_stage: ModelStage, batch: Batch[Work]) -> tuple[list[Work], BatchResult]:
         """Run ``batch`` (live and expired items) through the stage in the inference thread."""
@@ -268,15 +458,13 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         return works, result
 
     async def emit(batch: Batch[Work], works: list[Work], result: BatchResult) -> None:
-        """Hand each partial (and DLQ record) of an inferred batch to the producer, then ack its record."""
-        producer = app.producer
+        """Hand each partial (and DLQ record) of an inferred batch to the producer, wait once
+        for the broker's acknowledgement of all of them, then ack their records."""
+        intake: LaneIntake = state["intake"]
         lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
         failures = dict(result.failures)
-        pending: list[tuple[Work, list[Any]]] = []
         for i, (work, partial) in enumerate(zip(works, result.partials)):
-            # straight to the producer: Faust's Topic.send adds a FutureMessage, sensors and a
-            # callback per record
-            deliveries = [await producer.send(SCORES, partial.request_id.encode(), encode(partial), None, None, None)]
+            intake.produce(SCORES, partial.request_id.encode(), encode(partial))
             metrics.PARTIALS.labels(role, partial.status).inc()
             if partial.status == "expired":
                 tenant = metrics.tenant_label(partial.tenant_id, known_tenants)
@@ -284,42 +472,44 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             if i in failures:
                 error = failures[i]
                 error.request_id = error.request_id or partial.request_id
-                deliveries.append(await dead_letters.send(work.event, error))
-            pending.append((work, deliveries))
-        await finish_when_delivered(pending, finish)
+                intake.dead_letter(work, error)
+        await intake.delivered(io_executor)
+        intake.finish(works)
 
     @app.task
-    async def run_batches() -> None:
-        """Take batches, infer, emit; emitting batch k (event loop) overlaps inferring batch k+1
-        (inference thread), so neither waits for the other. At most one emit is in flight and
-        batches are emitted in order; a failed emit crashes the worker like a failed batch."""
-        model_stage = await asyncio.get_running_loop().run_in_executor(executor, stage.get)
+    async def run_worker() -> None:
+        """Start the intake thread (joins the group: the model is warm by now), then take
+        batches, infer, emit; emitting batch k (event loop) overlaps inferring batch k+1
+        (inference thread). At most one emit is in flight and batches are emitted in order;
+        a failed emit or a dead intake thread crashes the worker."""
+        loop = asyncio.get_running_loop()
+        intake = state["intake"] = LaneIntake(settings, role, list(topic_names.values()), lanes_by_topic, batcher, accept)
+        intake_done = loop.run_in_executor(None, intake.run, loop)
+        model_stage = await loop.run_in_executor(executor, stage.get)
         emitting: asyncio.Task[None] | None = None
+        next_batch: asyncio.Task[Batch[Work]] | None = None
         try:
             while True:
-                batch = await batcher.next_batch()
+                next_batch = asyncio.ensure_future(batcher.next_batch())
+                await asyncio.wait({next_batch, intake_done}, return_when=asyncio.FIRST_COMPLETED)
+                if intake_done.done():
+                    intake_done.result()  # re-raises the intake thread's failure
+                    raise RuntimeError(f"{role} intake thread stopped")
+                batch = next_batch.result()
                 works, result = await infer(model_stage, batch)
                 if emitting is not None:
                     await emitting  # in order; re-raises an emit failure
                 emitting = asyncio.create_task(emit(batch, works, result))
         except asyncio.CancelledError:
-            if emitting is not None:
-                emitting.cancel()
+            for t in (emitting, next_batch):
+                if t is not None:
+                    t.cancel()
+            intake.stop()
+            await asyncio.wait({intake_done}, timeout=10)
             raise
         except Exception as exc:  # a dead batch loop would stall the worker silently: crash it
             log.exception("%s batch loop failed; crashing the worker (unacked records are replayed)", role)
+            intake.stop()
             await app.crash(exc)
-
-    @app.agent(raw_topic(app, topic_names["hi"]))
-    async def intake_hi(stream):  # type: ignore[no-untyped-def]
-        await intake(stream, "hi")
-
-    @app.agent(raw_topic(app, topic_names["lo"]))
-    async def intake_lo(stream):  # type: ignore[no-untyped-def]
-        await intake(stream, "lo")
-
-    @app.timer(interval=CONTROL_INTERVAL_S)
-    async def lane_control() -> None:
-        await control.tick()
 
     return app

@@ -12,12 +12,14 @@ rejection manifest so the producer still receives a verdict that says why.
 
 from __future__ import annotations
 
+import logging
+
 from confluent_kafka import Message, TopicPartition
 
 from engine.clock import now_ms
 from engine.routing import Router
 from schemas.codec import decode, encode, readable_fields
-from schemas.errors import AuditError
+from schemas.errors import AuditError, RoutingFailed, describe
 from schemas.messages import AuditRequest, Manifest
 from topics.catalog import REQUESTS, SCORES, lane_topic
 from workers import metrics
@@ -25,6 +27,7 @@ from workers.app import make_app
 from workers.settings import Settings
 from workers.stream import BatchLoop, run_in_faust
 
+log = logging.getLogger(__name__)
 ROLE = "router"
 #: consumer group of the router on ``audit.requests``.
 GROUP_ID = "rtaudit-router"
@@ -55,22 +58,28 @@ class RouterLoop(BatchLoop):
     def handle(self, records: list[Message]) -> None:
         now = now_ms()
         for m in records:
-            self.next_offset[m.partition()] = m.offset() + 1
             raw = m.value() or b""
             try:
-                request = decode(raw, AuditRequest)
-                plan = self.router.plan(request, now)
+                try:
+                    request = decode(raw, AuditRequest)
+                    plan = self.router.plan(request, now)
+                except AuditError:
+                    raise
+                except Exception as exc:  # a bug must not crash-loop the router on one record
+                    log.exception("routing failed: topic=%s partition=%s offset=%s", m.topic(), m.partition(), m.offset())
+                    raise RoutingFailed(f"unexpected error while routing: {describe(exc)}") from exc
             except AuditError as exc:
                 exc.request_id = exc.request_id or readable_fields(raw, m.key()).get("request_id")
                 self.dead_letter(ROLE, m, exc)
                 manifest = rejection_manifest(raw, exc, m.key())
                 if manifest is not None:
                     self.produce(SCORES, manifest.request_id.encode(), encode(manifest))
-                continue
-            key = request.request_id.encode()
-            for task in plan.tasks:
-                self.produce(lane_topic(task.modality, task.lane), key, encode(task))
-            self.produce(SCORES, key, encode(plan.manifest))
+            else:
+                key = request.request_id.encode()
+                for task in plan.tasks:
+                    self.produce(lane_topic(task.modality, task.lane), key, encode(task))
+                self.produce(SCORES, key, encode(plan.manifest))
+            self.next_offset[m.partition()] = m.offset() + 1  # only once its outputs are with the producer
         metrics.MESSAGES_CONSUMED.labels(ROLE, REQUESTS).inc(len(records))
 
     def commit_offsets(self, partitions: list[int] | None = None) -> list[TopicPartition]:

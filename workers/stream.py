@@ -93,6 +93,7 @@ class BatchLoop:
         self.producer = Producer(producer_config(settings))
         self.consumer = Consumer(consumer_config(settings, group_id, **consumer_extra))
         self._stop = threading.Event()
+        self._failed = False
 
     # -- hooks ---------------------------------------------------------------------
     def handle(self, records: list[Message]) -> None:
@@ -153,7 +154,8 @@ class BatchLoop:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         log.info("%s revoked %s", self.group_id, [p.partition for p in partitions])
         try:
-            self.checkpoint([p.partition for p in partitions])
+            if not self._failed:  # after a failure nothing is committed: the input is consumed again
+                self.checkpoint([p.partition for p in partitions])
         finally:
             self.revoked(partitions)
 
@@ -184,8 +186,11 @@ class BatchLoop:
                     self.checkpoint()
                     next_checkpoint = time.monotonic() + self.commit_interval_s
             self.checkpoint()
+        except BaseException:
+            self._failed = True
+            raise
         finally:
-            self.consumer.close()  # leaves the group (revoke → final checkpoint)
+            self.consumer.close()  # leaves the group (revoke → final checkpoint, unless it failed)
 
     def stop(self) -> None:
         """Ask :meth:`run` to finish its batch, checkpoint and leave the group."""

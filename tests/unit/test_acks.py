@@ -35,25 +35,14 @@ def test_every_record_acked_once_in_order_per_partition(finish_order, partitions
     assert acks.waiting() == 0
 
 
-def test_records_are_finished_only_after_their_outputs_were_delivered():
-    import asyncio
-
-    from workers.acks import finish_when_delivered
-
-    async def scenario() -> list[str]:
-        loop = asyncio.get_running_loop()
-        ok, failed, later = loop.create_future(), loop.create_future(), loop.create_future()
-        finished: list[str] = []
-
-        async def finish(record: str) -> None:
-            finished.append(record)
-
-        ok.set_result("meta")
-        failed.set_exception(RuntimeError("delivery failed after retries"))
-        later.set_result("meta")
-        with pytest.raises(RuntimeError, match="delivery failed"):
-            await finish_when_delivered([("a", [ok]), ("b", [ok, failed]), ("c", [later])], finish)
-        return finished
-
-    # "a" is acked; "b" (its DLQ record failed) and everything after it are not: replayed
-    assert asyncio.run(scenario()) == ["a"]
+def test_a_forgotten_partition_releases_nothing_and_ignores_late_finishes():
+    acks: InOrderAcks[tuple[int, int]] = InOrderAcks(lambda r: r[0])
+    for r in [(0, 1), (0, 2), (1, 1)]:
+        acks.track(r)
+    acks.forget(0)  # revoked while (0, 1) and (0, 2) were in the batcher
+    assert acks.done((0, 2)) == [] and acks.done((0, 1)) == []
+    assert acks.waiting() == 1
+    with pytest.raises(KeyError):
+        acks.done((2, 9))  # never tracked: a bug, not a revocation
+    acks.track((0, 3))  # assigned again later
+    assert acks.done((0, 3)) == [(0, 3)]

@@ -1,9 +1,9 @@
 """The modality worker's control tick: lag per partition from the fetched high watermark,
-fed to the batcher, and low-lane partitions paused/resumed (a fake Faust consumer)."""
+fed to the batcher, and low-lane partitions paused/resumed (a fake confluent-kafka consumer)."""
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from confluent_kafka import OFFSET_INVALID, TopicPartition
 
 from engine.batcher import Batcher, BatcherConfig
 from workers import metrics
@@ -12,45 +12,41 @@ from workers.modality import LaneControl
 HI, LO = "audit.text.hi", "audit.text.lo"
 
 
-class TP(NamedTuple):
-    topic: str
-    partition: int
+def TP(topic: str, partition: int) -> tuple[str, int]:  # noqa: N802 - reads like the Kafka type
+    return (topic, partition)
 
 
 class FakeConsumer:
-    def __init__(self, highwaters: dict[TP, int | None], positions: dict[TP, int]) -> None:
+    """The confluent-kafka consumer calls the tick makes, on ``(topic, partition)`` keys."""
+
+    def __init__(self, highwaters: dict[tuple[str, int], int | None], positions: dict[tuple[str, int], int]) -> None:
         self.highwaters, self.positions = highwaters, positions
         self.active = set(highwaters)
         self.position_calls = 0
 
-    def assignment(self) -> set[TP]:
-        return set(self.highwaters)
+    def assignment(self) -> list[TopicPartition]:
+        return [TopicPartition(*tp) for tp in self.highwaters]
 
-    def highwater(self, tp: TP) -> int | None:
-        return self.highwaters[tp]
+    def get_watermark_offsets(self, tp: TopicPartition, cached: bool = False) -> tuple[int, int]:
+        assert cached, "tansu's ListOffsets end offset is wrong: only the fetched high watermark counts"
+        hw = self.highwaters[(tp.topic, tp.partition)]
+        return (0, OFFSET_INVALID if hw is None else hw)
 
-    async def position(self, tp: TP) -> int | None:
+    def position(self, tps: list[TopicPartition]) -> list[TopicPartition]:
         self.position_calls += 1
-        return self.positions.get(tp)
+        return [TopicPartition(tp.topic, tp.partition, self.positions.get((tp.topic, tp.partition), OFFSET_INVALID)) for tp in tps]
 
-    def pause_partitions(self, tps) -> None:
-        self.active -= set(tps)
+    def pause(self, tps: list[TopicPartition]) -> None:
+        self.active -= {(tp.topic, tp.partition) for tp in tps}
 
-    def resume_partitions(self, tps) -> None:
-        self.active |= set(tps)
-
-
-class FakeApp:
-    rebalancing = False
-
-    def __init__(self, consumer: FakeConsumer) -> None:
-        self.consumer = consumer
+    def resume(self, tps: list[TopicPartition]) -> None:
+        self.active |= {(tp.topic, tp.partition) for tp in tps}
 
 
 def control(highwaters, positions=None, **cfg):
     consumer = FakeConsumer(highwaters, positions or {})
     batcher: Batcher[str] = Batcher(BatcherConfig(max_size=4, lo_share=0.25, pause_hi_lag=2, resume_hi_lag=0, **cfg))
-    return LaneControl(FakeApp(consumer), "text", {HI: "hi", LO: "lo"}, batcher), consumer, batcher  # type: ignore[arg-type]
+    return LaneControl(consumer, "text", {HI: "hi", LO: "lo"}, batcher), consumer, batcher
 
 
 async def test_lag_is_highwater_minus_next_offset_clamped():
@@ -58,13 +54,13 @@ async def test_lag_is_highwater_minus_next_offset_clamped():
     ctl, consumer, batcher = control({hi0: 10, hi1: None, lo0: 3}, positions={lo0: 1})
     ctl.seen(hi0, 4)  # records up to offset 4 reached the agent: position 5
     ctl.seen(hi0, 2)  # an older one does not move it back
-    await ctl.tick()
+    ctl.tick()
     assert batcher.lane_lag("hi") == 5 and batcher.lane_lag("lo") == 2  # lo0: no record yet, consumer position 1
     assert metrics.CONSUMER_LAG.labels("text", HI, "0")._value.get() == 5
     ctl.seen(lo0, 7)  # position past a stale high watermark: clamped at 0
-    await ctl.tick()
+    ctl.tick()
     assert batcher.lane_lag("lo") == 0
-    await ctl.tick()
+    ctl.tick()
     assert consumer.position_calls == 1  # cached between ticks
 
 
@@ -75,10 +71,10 @@ async def test_low_lane_paused_while_high_lane_lags_then_resumed():
         ctl.seen(tp, -1)
     for i in range(2):  # the low lane's reserve for its share is held
         batcher.put_nowait(f"l{i}", "lo", 10**13)
-    await ctl.tick()
+    ctl.tick()
     assert consumer.active == {hi0}
     assert metrics.LO_LANE_PAUSED.labels("text")._value.get() == 1
     ctl.seen(hi0, 9)  # the high lane drained
-    await ctl.tick()
+    ctl.tick()
     assert consumer.active == {hi0, lo0, lo1}
     assert metrics.LO_LANE_PAUSED.labels("text")._value.get() == 0
