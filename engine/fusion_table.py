@@ -93,6 +93,11 @@ class PendingTable:
         state = self.states.get(rid)
         if state is not None and state.decided_at_ms is not None:
             return None  # duplicate or late: the verdict is out already
+        if state is None and isinstance(record, PartialScore) and now_ms >= self.late_after_ms(record.deadline_ms):
+            # its request was decided (by its deadline + grace at the latest) and forgotten after
+            # the retention: a new entry would give it a second, different verdict ("manifest
+            # missing"). A manifest is never dropped, so a request still gets its verdict.
+            return None
         if state is None:
             self._first_offset[rid] = offset
             heapq.heappush(self._by_offset, (offset, rid))
@@ -105,6 +110,12 @@ class PendingTable:
         if new_state.deadline_ms is not None and new_state.deadline_ms != old_deadline:
             heapq.heappush(self._by_deadline, (new_state.deadline_ms + self.fusion.grace_ms, rid))
         return None
+
+    def late_after_ms(self, deadline_ms: int) -> int:
+        """From this time on, a partial of a request the table does not know is absorbed:
+        its request was decided at ``deadline_ms`` + grace at the latest, and forgotten
+        ``retention_ms`` later."""
+        return deadline_ms + self.fusion.grace_ms + self.fusion.retention_ms
 
     def due(self, now_ms: int) -> list[Decision]:
         """Decisions for requests whose deadline + grace passed by ``now_ms`` (incomplete

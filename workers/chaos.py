@@ -43,10 +43,8 @@ ROLES = ("router", "text", "image", "ocr", "fusion")
 #: request kinds of the load: text only; a caption + a drawn picture (image and OCR stages
 #: run on it); an image of rendered words alone (OCR finds text in it).
 KINDS = ("text", "image", "ocr")
-#: the kinds of request whose complete verdict proves a role serves again.
-ROLE_KINDS: dict[str, tuple[str, ...]] = {
-    "router": KINDS, "fusion": KINDS, "text": ("text", "image"), "image": ("image", "ocr"), "ocr": ("image", "ocr"),
-}
+#: part statuses that show a stage answered (``missing``: it did not, before the deadline).
+ANSWERED = ("ok", "expired", "error")
 #: tenant of every chaos request (the default policy; the SLO rides on each request).
 TENANT = "chaos"
 #: seconds the plan reserves for each step of the rolling restart (the run waits longer if needed).
@@ -135,29 +133,36 @@ class Sent:
 
 class Progress:
     """What the live reader saw (thread-safe): first arrival per request id, how often the
-    client yielded each id, and per kind the newest ``created_at_ms`` among complete verdicts
-    (so "has ``role`` served a request sent after ``t``?" is one lookup)."""
+    client yielded each id, and per role the newest ``created_at_ms`` among the verdicts
+    that role took part in (so "has ``role`` answered a request sent after ``t``?" is one
+    lookup). Router and fusion take part in every verdict; a stage role (text, image, OCR)
+    in those whose ``parts`` show its answer (``<stage>/<part>`` with status ``ok``,
+    ``expired`` or ``error``; not ``missing``)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.arrived_ms: dict[str, int] = {}
         self.yields: Counter[str] = Counter()
-        self.newest_complete_ms: dict[str, int] = {}
+        self.newest_served_ms: dict[str, int] = {}
         #: wall time of the last arrival, s.
         self.last_arrival_s = 0.0
 
-    def record(self, rid: str, complete: bool, arrived_ms: int, sent: Sent | None) -> None:
+    def record(self, rid: str, parts: dict[str, str], arrived_ms: int, sent: Sent | None) -> None:
         with self._lock:
             self.last_arrival_s = arrived_ms / 1000.0
             self.yields[rid] += 1
             self.arrived_ms.setdefault(rid, arrived_ms)
-            if complete and sent is not None:
-                self.newest_complete_ms[sent.kind] = max(self.newest_complete_ms.get(sent.kind, 0), sent.created_ms)
+            if sent is None:
+                return
+            roles = {"router", "fusion"} | {key.split("/", 1)[0] for key, status in parts.items()
+                                            if "/" in key and status in ANSWERED}
+            for role in roles:
+                self.newest_served_ms[role] = max(self.newest_served_ms.get(role, 0), sent.created_ms)
 
     def served_since(self, role: str, since_ms: int) -> bool:
-        """Whether a request that needs ``role`` and was created at or after ``since_ms`` got a complete verdict."""
+        """Whether ``role`` answered a request created at or after ``since_ms``."""
         with self._lock:
-            return any(self.newest_complete_ms.get(k, -1) >= since_ms for k in ROLE_KINDS[role])
+            return self.newest_served_ms.get(role, -1) >= since_ms
 
     def have(self, rids: Iterable[str]) -> bool:
         with self._lock:
@@ -180,6 +185,9 @@ class RawVerdict:
     complete: bool
     decision: str
     parts: tuple[tuple[str, str], ...] = ()
+    #: for the report only (not compared): the verdict's reasons and decision time.
+    reasons: tuple[str, ...] = field(default=(), compare=False)
+    decided_at_ms: int = field(default=0, compare=False)
 
 
 @dataclass
@@ -462,9 +470,12 @@ class ChaosRun:
     load_s: float
     wall_s: float
     interrupted: bool = False
+    #: every record of the first 20 repeated request ids (what differs, when each was decided).
+    repeated: dict[str, list[RawVerdict]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, object]:
         return {
+            "repeated": {rid: [asdict(v) for v in vs] for rid, vs in self.repeated.items()},
             "run_id": self.run_id, "log_dir": str(self.log_dir), "options": {**asdict(self.options), "out_dir": str(self.options.out_dir),
                                                                           "config": str(self.options.config) if self.options.config else None},
             "result": asdict(self.result), "restarts": self.restarts, "load_s": self.load_s, "wall_s": self.wall_s,
@@ -502,7 +513,7 @@ class Chaos:
     def _reader(self, reader) -> None:  # type: ignore[no-untyped-def]
         while not self._stop_reader.is_set():
             for verdict, arrived in reader.stream(timeout_s=0.5):
-                self.progress.record(verdict.request_id, verdict.complete, arrived, self.sent.get(verdict.request_id))
+                self.progress.record(verdict.request_id, dict(verdict.parts), arrived, self.sent.get(verdict.request_id))
 
     def _load(self, client, maker: RequestMaker, t0: float) -> None:  # type: ignore[no-untyped-def]
         from engine.clock import now_ms
@@ -551,9 +562,17 @@ class Chaos:
         return done
 
     def _rolling_step(self, fleet, fault: Fault) -> FaultDone:  # type: ignore[no-untyped-def]
-        """SIGTERM the role, wait for the supervisor's new process, then until it served a request sent after it started."""
+        """Wait until the role's current process answers (a rolling restart never stops a process
+        still starting), SIGTERM it, wait for the supervisor's new process, then until it answered
+        a request sent after it started."""
         from engine.clock import now_ms
 
+        slot = self._slot(fleet, fault.role)
+        if slot is not None:
+            since = int(time.time() * 1000 - (time.monotonic() - slot.started_s) * 1000)
+            end = time.monotonic() + ROLLING_WAIT_S
+            while not self.progress.served_since(fault.role, since) and time.monotonic() < end and not self._stop_load.is_set():
+                time.sleep(0.2)
         done = self._send(fleet, fault)
         if done.pid is None:
             return done
@@ -568,7 +587,7 @@ class Chaos:
                 break
             time.sleep(0.2)
         if done.back_ms is None:
-            done.note = f"not serving again within {ROLLING_WAIT_S:.0f} s"
+            done.note = f"not answering again within {ROLLING_WAIT_S:.0f} s"
         return done
 
     def _run_faults(self, fleet, plan: list[Fault], t0: float) -> None:  # type: ignore[no-untyped-def]
@@ -581,7 +600,7 @@ class Chaos:
                 planned_end = t0 + fault.at_s + delay + ROLLING_STEP_S
                 done = self._rolling_step(fleet, fault)
                 delay += max(0.0, time.time() - planned_end)
-                back = f"serving again after {(done.back_ms - done.at_ms) / 1000:.1f} s" if done.back_ms else done.note
+                back = f"answering again after {(done.back_ms - done.at_ms) / 1000:.1f} s" if done.back_ms else done.note
                 self.say(f"  t={time.time() - t0:6.1f} s  SIGTERM {fault.role} (pid {done.pid}, rolling restart): {back}")
             else:
                 done = self._send(fleet, fault)
@@ -618,7 +637,7 @@ class Chaos:
                 if not key.startswith(self.run_id):
                     continue
                 v = decode(m.value(), Verdict)
-                out.append(RawVerdict(key, v.complete, v.decision, tuple(sorted(v.parts.items()))))
+                out.append(RawVerdict(key, v.complete, v.decision, tuple(sorted(v.parts.items())), tuple(v.reasons), v.decided_at_ms))
         finally:
             consumer.close()
         return out
@@ -712,8 +731,9 @@ class Chaos:
             self._stop_load.set()
             self._stop_reader.set()
             fleet.stop()
+        repeated = {rid: [v for v in raw if v.rid == rid] for rid in sorted(result.raw_duplicates)[:20]}
         return ChaosRun(o, self.run_id, self.log_dir, result, self.faults, dict(fleet.restarts), load_s,
-                        time.monotonic() - started, interrupted)
+                        time.monotonic() - started, interrupted, repeated)
 
 
 def write_json(run: ChaosRun, path: Path) -> Path:

@@ -762,6 +762,10 @@ def chaos(
     for name, value in c.result_rows(run.result, opts.slo_ms):
         table.add_row(name, value)
     console.print(table)
+    for rid, records in list(run.repeated.items())[:3]:
+        console.print(f"repeated {rid}: " + " | ".join(
+            f"{'complete' if v.complete else 'incomplete'} {v.decision} at {v.decided_at_ms}: {'; '.join(v.reasons[:2])}" for v in records),
+            markup=False, highlight=False)
     console.print(f"restarts by the supervisor: {run.restarts}; wrote {c.write_json(run, out.resolve() / run.run_id / 'chaos.json')}; "
                   f"worker logs in {run.log_dir} ({run.wall_s:.0f} s in all)", markup=False, highlight=False)
     if not run.result.ok:

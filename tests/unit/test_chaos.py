@@ -63,18 +63,20 @@ def test_p99_nearest_rank() -> None:
     assert p99([1.0, math.inf]) == math.inf
 
 
-def test_progress_says_which_role_served_since_when() -> None:
+def test_progress_says_which_role_answered_since_when() -> None:
     p = Progress()
-    p.record("a", True, 1_100, Sent("a", "text", 1_000))
-    assert p.served_since("text", 1_000) and p.served_since("router", 1_000)
+    p.record("a", {"text/text:0": "ok"}, 1_100, Sent("a", "text", 1_000))
+    assert p.served_since("text", 1_000) and p.served_since("router", 1_000) and p.served_since("fusion", 1_000)
     assert not p.served_since("ocr", 0)  # a text request needs no OCR
     assert not p.served_since("text", 1_001)
-    p.record("b", False, 3_000, Sent("b", "ocr", 2_000))  # incomplete: proves nothing
-    assert not p.served_since("ocr", 0)
-    p.record("c", True, 3_500, Sent("c", "image", 2_500))
-    assert p.served_since("ocr", 2_500) and p.served_since("image", 2_500) and p.served_since("text", 2_500)
-    p.record("a", True, 9_000, Sent("a", "text", 1_000))
-    assert p.arrived_ms["a"] == 1_100 and p.yields["a"] == 2
+    p.record("b", {"image/image:0": "ok", "ocr/image:0": "missing"}, 3_000, Sent("b", "ocr", 2_000))
+    assert p.served_since("image", 2_000) and not p.served_since("ocr", 0)  # missing: OCR did not answer
+    p.record("c", {"ocr/image:0": "expired", "text/text:0": "ok"}, 3_500, Sent("c", "image", 2_500))
+    assert p.served_since("ocr", 2_500) and p.served_since("text", 2_500) and not p.served_since("image", 2_001)
+    p.record("probe-1", {"ocr/image:0": "ok"}, 9_000, None)  # not ours: counted, proves nothing
+    assert not p.served_since("ocr", 2_501)
+    p.record("a", {"text/text:0": "ok"}, 9_000, Sent("a", "text", 1_000))
+    assert p.arrived_ms["a"] == 1_100 and p.yields["a"] == 2 and p.last_arrival_s == 9.0
     assert p.have(["a", "b"]) and not p.have(["a", "z"])
 
 
@@ -146,3 +148,32 @@ def test_request_maker_builds_valid_mixed_requests() -> None:
         assert (req.text is None) == (s.kind == "ocr")
     again = RequestMaker("chaos-x", seed=4, slo_ms=10_000, image_share=0.3, ocr_share=0.2)
     assert [again.make(i, 1_000 + i)[0] for i in range(60)] == [s for s, _ in made]
+
+
+def test_a_partial_later_than_the_verdicts_retention_decides_nothing() -> None:
+    """Found by ``rtaudit chaos`` (20 kills, OCR backlogged past 60 s): fusion decided an image
+    request at its deadline without the OCR part, forgot it after ``retention_ms``, then the
+    late OCR partial created a new entry whose (past) deadline gave a second, different verdict
+    ("manifest missing"). A partial for an unknown request whose deadline + grace + retention
+    has passed belongs to a request decided and forgotten: it is absorbed."""
+    from engine.fusion import Fusion
+    from engine.fusion_table import PendingTable
+    from engine.policy import PolicyBook, TenantPolicy
+
+    from .builders import DEADLINE_MS, manifest, partial
+
+    t = PendingTable(Fusion(policies=PolicyBook(default=TenantPolicy()), grace_ms=250, retention_ms=60_000))
+    text, ocr = "text/text:0", "ocr/image:0"
+    assert t.apply(manifest(text, ocr), 0, DEADLINE_MS - 9_000) is None
+    assert t.apply(partial(text), 1, DEADLINE_MS - 8_000) is None
+    [first] = t.due(DEADLINE_MS + 250)
+    assert not first.verdict.complete and first.verdict.parts[ocr] == "missing"
+    assert t.due(DEADLINE_MS + 250 + 60_000) == [] and len(t) == 0  # retention over: forgotten
+    late = DEADLINE_MS + 250 + 60_000 + 15_000
+    assert t.apply(partial(ocr, status="expired"), 2, late) is None
+    assert t.due(late + 1) == [], "a second verdict for a request decided before"
+    assert t.undecided == 0 and t.commit_offset() == 3
+    # a manifest is never absorbed, however late: it still gets its (incomplete) verdict
+    assert t.apply(manifest(text, request_id="late-manifest"), 3, late) is None
+    [only] = t.due(late + 1)
+    assert only.verdict.request_id == "late-manifest" and not only.verdict.complete
