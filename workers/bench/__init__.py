@@ -9,7 +9,9 @@ Modules, from the bottom up:
   (``python -m workers.bench.load ROLE TOPIC``);
 * :mod:`~workers.bench.rig` — a private embedded broker, the processes it starts, one step;
 * :mod:`~workers.bench.runner` — the stepped series per target (:class:`Bench`);
-* :mod:`~workers.bench.report` — tables, ``bench.json`` and the plot.
+* :mod:`~workers.bench.feed` and :mod:`~workers.bench.overhead` — ``rtaudit bench --model``:
+  the fleet's own cost per role and end to end, against the raw client (:class:`OverheadBench`);
+* :mod:`~workers.bench.report` — tables, ``bench.json``, ``overhead.json`` and the plot.
 
 The names below are re-exported lazily (PEP 562), so ``python -m workers.bench.load``
 does not import the whole bench first.
@@ -24,7 +26,8 @@ _EXPORTS = {
     "STAGES": "runner", "Bench": "runner", "BenchOptions": "runner", "BenchRun": "runner", "Budget": "runner",
     "StagePlan": "runner", "TargetResult": "runner", "available_profiles": "runner", "mixed_reference": "runner",
     "profile_summary": "runner", "run_series": "runner",
-    "plot": "report", "tables": "report", "write_json": "report",
+    "OverheadBench": "overhead", "OverheadOptions": "overhead",
+    "overhead_table": "report", "plot": "report", "tables": "report", "write_json": "report", "write_overhead_json": "report",
 }
 __all__ = sorted(_EXPORTS)
 
