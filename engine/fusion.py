@@ -134,7 +134,7 @@ class Fusion:
         flagged = policy.flagged(categories)
         if manifest is not None and manifest.rejection is not None:
             reasons.insert(0, f"rejected: {manifest.rejection_code}: {manifest.rejection}")
-            decision = policy.on_rejected
+            decision = policy.quota.on_throttled if manifest.rejection_code == "throttled" else policy.on_rejected
         else:
             decision = policy.decide(categories, complete=complete)
             for cat in flagged:

@@ -9,8 +9,11 @@ reaches its review threshold, else ``allow``. When the verdict is incomplete
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from engine.quota import QuotaLimit
 from schemas.messages import Decision, Lane
 
 _RANK: dict[str, int] = {"allow": 0, "review": 1, "block": 2}
@@ -47,6 +50,34 @@ DEFAULT_THRESHOLDS: dict[str, Threshold] = {
 }
 
 
+class QuotaPolicy(BaseModel):
+    """A tenant's request quota at the router (``[tenants.<id>.quota]``; :mod:`engine.quota`).
+
+    Attributes:
+        rate_per_s: requests per second the tenant may send in the long run; 0 = no quota.
+            Metered per router process: with R router replicas the fleet admits up to R times it.
+        burst: requests it may send at once above the rate (the bucket's size); default
+            one second's worth (``max(1, rate_per_s)``).
+        over_quota: what happens to a request beyond the quota: ``lower_lane`` routes it on the
+            ``lo`` lane (served after the high lane, with ``lo_share`` of contended batches);
+            ``throttle`` answers it at once with a verdict of ``on_throttled`` and the reason
+            ``throttled: over quota N req/s``, without inference and without a DLQ record.
+        on_throttled: decision of a throttled request's verdict.
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    rate_per_s: float = Field(default=0.0, ge=0.0, le=1e9)
+    burst: float | None = Field(default=None, ge=1.0, le=1e9)
+    over_quota: Literal["lower_lane", "throttle"] = "lower_lane"
+    on_throttled: Decision = "review"
+
+    @property
+    def limit(self) -> QuotaLimit:
+        """The token-bucket parameters (:class:`engine.quota.QuotaLimit`)."""
+        burst = self.burst if self.burst is not None else max(1.0, self.rate_per_s)
+        return QuotaLimit(rate_per_s=self.rate_per_s, burst=burst)
+
+
 class TenantPolicy(BaseModel):
     """One tenant's moderation policy (``[tenants.<id>]`` in the settings file).
 
@@ -58,6 +89,7 @@ class TenantPolicy(BaseModel):
         on_rejected: decision for a request the router rejected (bad schema, URI).
         slo_ms: end-to-end budget, ms, from ``created_at_ms`` to the deadline.
         lane: lane for requests without an explicit priority.
+        quota: request quota at the router and what happens beyond it (:class:`QuotaPolicy`).
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -67,6 +99,7 @@ class TenantPolicy(BaseModel):
     on_rejected: Decision = "review"
     slo_ms: int = Field(default=10_000, ge=1, le=3_600_000)
     lane: Lane = "lo"
+    quota: QuotaPolicy = Field(default_factory=QuotaPolicy)
 
     def flagged(self, categories: dict[str, float]) -> list[str]:
         """Categories at or above their review threshold, highest score first."""

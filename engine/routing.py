@@ -63,13 +63,14 @@ class Router:
             return "lo"
         return self.policies.for_tenant(req.tenant_id).lane
 
-    def plan(self, req: AuditRequest, now_ms: int) -> RoutePlan:
-        """Fan ``req`` out. Raises ``URINotAllowed`` when a media URI is outside the allowlist."""
+    def plan(self, req: AuditRequest, now_ms: int, lane: Lane | None = None) -> RoutePlan:
+        """Fan ``req`` out on :meth:`lane`, or on ``lane`` when given (the router's quota moves a
+        request beyond it to ``lo``). Raises ``URINotAllowed`` when a media URI is outside the allowlist."""
         for item in req.media:
             if item.uri is not None:
                 check_uri(item.uri, self.media_policy)
         deadline = min(self.deadline_ms(req), now_ms + MAX_DEADLINE_AHEAD_MS)
-        lane = self.lane(req)
+        lane = lane or self.lane(req)
         common = dict(
             request_id=req.request_id, tenant_id=req.tenant_id, lane=lane,
             created_at_ms=req.created_at_ms, deadline_ms=deadline, routed_at_ms=now_ms,

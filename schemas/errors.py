@@ -48,6 +48,7 @@ class ErrorCode(StrEnum):
     MODALITY_UNSUPPORTED = "modality_unsupported"
     INFERENCE_FAILED = "inference_failed"
     ROUTING_FAILED = "routing_failed"
+    THROTTLED = "throttled"
 
 
 class AuditError(Exception):
@@ -115,3 +116,11 @@ class RoutingFailed(AuditError):
     crash-looping on it."""
 
     code = ErrorCode.ROUTING_FAILED
+
+
+class Throttled(AuditError):
+    """A request beyond its tenant's quota whose policy is ``over_quota = "throttle"``: it gets
+    an immediate verdict (the tenant's ``on_throttled``) saying so. Not bad input: no DLQ record."""
+
+    code = ErrorCode.THROTTLED
+    to_dlq = False

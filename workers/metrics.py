@@ -56,6 +56,12 @@ LO_LANE_PAUSED = Gauge(
 BATCH_CLOSES = Counter(
     "rtaudit_batch_closes_total", "Micro-batches formed, per reason (size|window|deadline|expired).", ["stage", "reason"]
 )
+OVER_QUOTA = Counter(
+    "rtaudit_over_quota_requests_total",
+    "Requests beyond their tenant's quota at the router, per tenant and action (lower_lane|throttle). "
+    "Tenants outside the settings count as 'other'.",
+    ["tenant", "action"],
+)
 SLO_MISSES = Counter(
     "rtaudit_slo_misses_total",
     "Deadline misses: a part expired before inference (kind=expired, modality workers) or a verdict "

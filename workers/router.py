@@ -5,6 +5,11 @@ Start: ``faust -A workers.router worker``. Records are read and routed in batche
 :meth:`engine.routing.Router.plan` → hand tasks and the manifest to the producer →
 checkpoint (flush, then commit the offset after the last record routed).
 
+Quotas: each request takes a token from its tenant's bucket (:mod:`engine.quota`, metered
+at the record's broker timestamp, capped at now); beyond the quota the tenant's
+``quota.over_quota`` decides: ``lower_lane`` routes it on ``lo``, ``throttle`` answers it at
+once through the rejection manifest (code ``throttled``, decision ``on_throttled``, no DLQ record).
+
 Bad input (not JSON, schema violation, disallowed URI) goes to ``audit.dlq``; when
 its request id is readable (from the value, or else the record key), fusion gets a
 rejection manifest so the producer still receives a verdict that says why.
@@ -17,10 +22,11 @@ import logging
 from confluent_kafka import Message, TopicPartition
 
 from engine.clock import now_ms
+from engine.quota import TenantQuotas
 from engine.routing import Router
 from schemas.codec import decode, encode, readable_fields
-from schemas.errors import AuditError, RoutingFailed, describe
-from schemas.messages import AuditRequest, Manifest
+from schemas.errors import AuditError, RoutingFailed, Throttled, describe
+from schemas.messages import AuditRequest, Lane, Manifest
 from topics.catalog import REQUESTS, SCORES, lane_topic
 from workers import metrics
 from workers.app import make_app
@@ -54,6 +60,22 @@ class RouterLoop(BatchLoop):
         super().__init__(settings, GROUP_ID, [REQUESTS])
         self.router = Router(policies=settings.policies, media_policy=settings.media.policy())
         self.next_offset: dict[int, int] = {}
+        self.quotas = TenantQuotas()
+
+    def over_quota_lane(self, request: AuditRequest, m: Message, now: int) -> Lane | None:
+        """``None`` within the tenant's quota, ``"lo"`` beyond it under ``lower_lane``; raises
+        :class:`Throttled` beyond it under ``throttle``. Metered at the record's broker timestamp
+        (capped at ``now``: a router replaying a backlog meters the producer's rate, not its own)."""
+        quota = self.router.policies.for_tenant(request.tenant_id).quota
+        kind, ts = m.timestamp()
+        at = min(ts, now) if kind and ts > 0 else now
+        if self.quotas.admit(request.tenant_id, quota.limit, at):
+            return None
+        tenant = request.tenant_id if request.tenant_id in self.router.policies.tenants else "other"
+        metrics.OVER_QUOTA.labels(tenant, quota.over_quota).inc()
+        if quota.over_quota == "throttle":
+            raise Throttled(f"over quota {quota.rate_per_s:g} req/s", request_id=request.request_id)
+        return "lo"
 
     def handle(self, records: list[Message]) -> None:
         now = now_ms()
@@ -62,7 +84,8 @@ class RouterLoop(BatchLoop):
             try:
                 try:
                     request = decode(raw, AuditRequest)
-                    plan = self.router.plan(request, now)
+                    lane = self.over_quota_lane(request, m, now)
+                    plan = self.router.plan(request, now) if lane is None else self.router.plan(request, now, lane)
                 except AuditError:
                     raise
                 except Exception as exc:  # a bug must not crash-loop the router on one record
@@ -70,7 +93,8 @@ class RouterLoop(BatchLoop):
                     raise RoutingFailed(f"unexpected error while routing: {describe(exc)}") from exc
             except AuditError as exc:
                 exc.request_id = exc.request_id or readable_fields(raw, m.key()).get("request_id")
-                self.dead_letter(ROLE, m, exc)
+                if exc.to_dlq:
+                    self.dead_letter(ROLE, m, exc)
                 manifest = rejection_manifest(raw, exc, m.key())
                 if manifest is not None:
                     self.produce(SCORES, manifest.request_id.encode(), encode(manifest))

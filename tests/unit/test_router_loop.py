@@ -7,6 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from engine.quota import TenantQuotas
 from topics.catalog import DLQ, SCORES
 from workers.router import RouterLoop
 from workers.settings import load_settings
@@ -33,6 +34,9 @@ class FakeMessage:
     def offset(self) -> int:
         return self._offset
 
+    def timestamp(self) -> tuple[int, int]:
+        return (0, -1)  # TIMESTAMP_NOT_AVAILABLE
+
 
 @pytest.fixture
 def loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
@@ -43,6 +47,7 @@ def loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
 
     r.router = Router(policies=settings.policies, media_policy=settings.media.policy())
     r.next_offset = {}
+    r.quotas = TenantQuotas()
     r.outputs = []
     r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]
     return r
@@ -58,6 +63,8 @@ def test_a_valid_request_gives_tasks_and_a_manifest(loop) -> None:  # type: igno
 
 def test_an_unexpected_error_is_routed_to_the_dlq_with_a_rejection_verdict(loop) -> None:  # type: ignore[no-untyped-def]
     class BrokenRouter:
+        policies = loop.router.policies  # read by the quota check
+
         def plan(self, request, now_ms):  # type: ignore[no-untyped-def]
             raise ZeroDivisionError("division by zero")
 
