@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from importlib import resources
+from pathlib import Path
+
 import pytest
 
 from engine.policy import DEFAULT_THRESHOLDS
@@ -9,18 +12,24 @@ from engine.stage import process_batch
 
 from .builders import CREATED_MS, inline_media, task
 
-PHOTO_SUFFIXES = {".png", ".jpg"}
-
-
 def run_stage(stage, paths):
     tasks = [task(f"image:{n}", text=None, media=inline_media(p.read_bytes(), name=p.name)) for n, p in enumerate(paths)]
     return process_batch(stage, tasks, now_ms=lambda: CREATED_MS)
 
 
+#: the 12 benign photos bundled in scikit-image's ``skimage/data`` (installed: no ../shared needed).
+SKIMAGE_PHOTOS = (
+    "astronaut.png", "brick.png", "camera.png", "chelsea.png", "clock_motion.png", "coffee.png",
+    "coins.png", "grass.png", "gravel.png", "hubble_deep_field.jpg", "retina.jpg", "rocket.jpg",
+)
+
+
 @pytest.fixture(scope="module")
-def photos(data_dir):
-    paths = sorted(p for p in (data_dir / "images" / "photos").iterdir() if p.suffix in PHOTO_SUFFIXES)
-    assert len(paths) == 12, f"expected the 12 scikit-image photos, found {[p.name for p in paths]}"
+def photos():
+    root = resources.files("skimage").joinpath("data")
+    paths = [Path(str(root.joinpath(name))) for name in SKIMAGE_PHOTOS]
+    missing = [p.name for p in paths if not p.is_file()]
+    assert not missing, f"scikit-image no longer bundles {missing}"
     return paths
 
 
