@@ -189,6 +189,11 @@ class Settings(BaseSettings):
     #: the text worker's model (``workers/text.py``): ``minilm`` (MiniLM + alt-profanity-check),
     #: ``lexical`` (alt-profanity-check alone) or ``null`` (fixed scores: the overhead bench only).
     text_model: Literal["minilm", "lexical", "null"] = "minilm"
+    #: the MiniLM encoder graph (``engine/text/encoder.py``): ``fp32`` (the ONNX export), ``int8``
+    #: (its dynamic int8 quantization, CPU kernels) or ``auto`` (the CPU default measured by
+    #: ``benchmarks/int8_encoder.py`` when the encoder runs on CPU, fp32 on CUDA). The choice is
+    #: part of the text model's version string, so each partial names what served it.
+    text_encoder_precision: Literal["auto", "fp32", "int8"] = "auto"
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     fusion_grace_ms: int = Field(default=250, ge=0)
