@@ -50,9 +50,20 @@ Lanes
     ``floor(lo_share·size + credit)`` slots, the fractional rest carrying over as
     credit (deficit round robin), so over k contended batches of size s the low lane
     gets at least ``floor(k·s·lo_share)`` items, whatever s is (even s = 1).
-    Within a lane, items leave in arrival order. :meth:`Batcher.update_lo_pause`
+    :meth:`Batcher.update_lo_pause`
     tells the worker when to pause fetching the low lane (high lane lagging and
     enough low-lane items held here to honour the share) and when to resume.
+
+Tenants (fair sharing inside a lane)
+    Each item may name its tenant (:meth:`Batcher.put`'s ``tenant``). Within a lane, each
+    tenant's items leave in arrival order, and the lane's slots in a batch are dealt
+    round-robin across the tenants holding items (deficit round robin with a quantum of one
+    item: every item costs one slot), the turn carrying over from batch to batch. So a
+    tenant with a backlog of thousands takes one slot per round like a tenant with one item
+    queued: a quiet tenant's item waits at most one round of the active tenants, not behind
+    the backlog (:class:`LaneQueue`). Items without a tenant share one queue (plain FIFO).
+    Deadline closes keep their rule: the earliest deadline among the items the batch would
+    take (round-robin) sets the close, and that close takes exactly those items.
 """
 
 from __future__ import annotations
@@ -61,7 +72,7 @@ import asyncio
 import itertools
 import math
 from collections import deque
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
@@ -165,12 +176,99 @@ class BatcherConfig:
 
 @dataclass(eq=False)
 class Pending(Generic[T]):
-    """One queued item: the caller's ``payload``, its lane, deadline and arrival (epoch ms)."""
+    """One queued item: the caller's ``payload``, its lane, deadline and arrival (epoch ms), and
+    its tenant (``""`` when the caller named none)."""
 
     payload: T
     lane: LaneName
     deadline_ms: float
     enqueued_ms: float
+    tenant: str = ""
+
+
+class LaneQueue(Generic[T]):
+    """One lane's queued items: a FIFO per tenant, served round-robin across tenants.
+
+    ``_ring`` holds the tenants with items, the next to serve first; a served tenant moves to
+    the back (or leaves the ring when it has nothing left), a tenant with its first item joins
+    at the back. :meth:`take` and :meth:`peek` agree: ``peek(n)`` is what ``take(n)`` would return.
+    """
+
+    def __init__(self) -> None:
+        self._queues: dict[str, deque[Pending[T]]] = {}
+        self._ring: deque[str] = deque()
+        self._len = 0
+
+    def __len__(self) -> int:
+        return self._len
+
+    def __iter__(self) -> Iterator[Pending[T]]:
+        return itertools.chain.from_iterable(self._queues[t] for t in self._ring)
+
+    def tenants(self) -> dict[str, int]:
+        """Items held per tenant, in serving order."""
+        return {t: len(self._queues[t]) for t in self._ring}
+
+    def append(self, item: Pending[T]) -> None:
+        queue = self._queues.get(item.tenant)
+        if queue is None:
+            queue = self._queues[item.tenant] = deque()
+            self._ring.append(item.tenant)
+        queue.append(item)
+        self._len += 1
+
+    def take(self, n: int) -> list[Pending[T]]:
+        """Remove and return up to ``n`` items, one per tenant per round."""
+        out: list[Pending[T]] = []
+        while len(out) < n and self._ring:
+            tenant = self._ring.popleft()
+            queue = self._queues[tenant]
+            out.append(queue.popleft())
+            if queue:
+                self._ring.append(tenant)
+            else:
+                del self._queues[tenant]
+        self._len -= len(out)
+        return out
+
+    def popleft(self) -> Pending[T]:
+        """The next item in serving order; ``IndexError`` when empty."""
+        taken = self.take(1)
+        if not taken:
+            raise IndexError("pop from an empty lane")
+        return taken[0]
+
+    def peek(self, n: int) -> list[Pending[T]]:
+        """What :meth:`take` ``(n)`` would return, without removing anything."""
+        out: list[Pending[T]] = []
+        depth = 0
+        while len(out) < n:
+            row = [q[depth] for q in (self._queues[t] for t in self._ring) if depth < len(q)]
+            if not row:
+                break
+            out += row[: n - len(out)]
+            depth += 1
+        return out
+
+    def oldest_ms(self) -> float:
+        """Arrival of the oldest item held (each tenant's head is its oldest); ``inf`` when empty."""
+        return min((q[0].enqueued_ms for q in self._queues.values()), default=math.inf)
+
+    def sweep(self, now: float) -> list[Pending[T]]:
+        """Remove and return the items past their deadline at ``now``."""
+        expired: list[Pending[T]] = []
+        for tenant in list(self._ring):
+            queue = self._queues[tenant]
+            if any(past_deadline(p.deadline_ms, now) for p in queue):
+                expired += [p for p in queue if past_deadline(p.deadline_ms, now)]
+                keep = deque(p for p in queue if not past_deadline(p.deadline_ms, now))
+                if keep:
+                    self._queues[tenant] = keep
+                else:
+                    del self._queues[tenant]
+                    self._ring.remove(tenant)
+        self._len -= len(expired)
+        return expired
 
 
 @dataclass(frozen=True)
@@ -178,8 +276,8 @@ class Batch(Generic[T]):
     """What :meth:`Batcher.next_batch` returns.
 
     Attributes:
-        items: live items to infer, high lane first, each lane in arrival order (may be empty
-            when only expired items were due).
+        items: live items to infer, high lane first, each lane round-robin across tenants and
+            each tenant in arrival order (may be empty when only expired items were due).
         expired: items past their deadline at ``formed_ms``; not to be inferred.
         formed_ms: when the batch formed (epoch ms).
         reason: why it closed: ``size``, ``window``, ``deadline`` or ``expired``.
@@ -272,7 +370,7 @@ class Batcher(Generic[T]):
         self.cost = CostModel(config.fit_points, config.min_fit_points, config.prior_a_s, config.prior_b_s)
         self._clock = clock
         self._waiter = waiter
-        self._lanes: dict[str, deque[Pending[T]]] = {lane: deque() for lane in LANE_NAMES}
+        self._lanes: dict[str, LaneQueue[T]] = {lane: LaneQueue() for lane in LANE_NAMES}
         self._external_lag: dict[str, int] = {lane: 0 for lane in LANE_NAMES}
         self._credit = 0.0
         self._changed = asyncio.Event()
@@ -282,25 +380,26 @@ class Batcher(Generic[T]):
         self._closed = False
 
     # -- input ------------------------------------------------------------------------
-    def put_nowait(self, payload: T, lane: LaneName, deadline_ms: float) -> Pending[T]:
-        """Queue ``payload`` on ``lane``. Raises :class:`BatcherFull` when that lane holds
-        ``max_queued`` items, ``ValueError`` for an unknown lane."""
+    def put_nowait(self, payload: T, lane: LaneName, deadline_ms: float, tenant: str | None = None) -> Pending[T]:
+        """Queue ``payload`` on ``lane`` for ``tenant`` (``None``: the shared no-tenant queue).
+        Raises :class:`BatcherFull` when that lane holds ``max_queued`` items, ``ValueError``
+        for an unknown lane."""
         if lane not in self._lanes:
             raise ValueError(f"unknown lane {lane!r}; expected one of {LANE_NAMES}")
         queue = self._lanes[lane]
         if len(queue) >= self.config.queue_limit:
             raise BatcherFull(f"lane {lane} holds {len(queue)} items (max_queued={self.config.queue_limit})")
-        item = Pending(payload, lane, float(deadline_ms), float(self._clock()))
+        item = Pending(payload, lane, float(deadline_ms), float(self._clock()), tenant or "")
         queue.append(item)
         self._changed.set()
         return item
 
-    async def put(self, payload: T, lane: LaneName, deadline_ms: float) -> Pending[T]:
+    async def put(self, payload: T, lane: LaneName, deadline_ms: float, tenant: str | None = None) -> Pending[T]:
         """Queue ``payload``, waiting while ``lane`` is full (back-pressure on that lane only)."""
         while len(self._lanes.get(lane, ())) >= self.config.queue_limit and not self._closed:
             self._room.clear()
             await self._room.wait()
-        return self.put_nowait(payload, lane, deadline_ms)
+        return self.put_nowait(payload, lane, deadline_ms, tenant)
 
     def set_lag(self, lane: LaneName, messages: int) -> None:
         """Consumer lag of ``lane`` outside this batcher (high watermark − position, summed
@@ -377,13 +476,7 @@ class Batcher(Generic[T]):
 
     # -- output -----------------------------------------------------------------------
     def _sweep_expired(self, now: float) -> list[Pending[T]]:
-        expired: list[Pending[T]] = []
-        for lane, queue in self._lanes.items():
-            if any(past_deadline(p.deadline_ms, now) for p in queue):
-                keep = deque(p for p in queue if not past_deadline(p.deadline_ms, now))
-                expired += [p for p in queue if past_deadline(p.deadline_ms, now)]
-                self._lanes[lane] = keep
-        return expired
+        return [p for queue in self._lanes.values() for p in queue.sweep(now)]
 
     def _candidates(self, size: int) -> tuple[int, int, float]:
         return split_slots(len(self._lanes["hi"]), len(self._lanes["lo"]), size, self.config.lo_share, self._credit)
@@ -397,9 +490,9 @@ class Batcher(Generic[T]):
         n_hi, n_lo, _ = self._candidates(size)
         if n_hi + n_lo >= size:
             return now, "size"
-        oldest = min(q[0].enqueued_ms for q in self._lanes.values() if q)
+        oldest = min(q.oldest_ms() for q in self._lanes.values())
         window_close = oldest + self.window_ms()
-        chosen = itertools.chain(itertools.islice(self._lanes["hi"], n_hi), itertools.islice(self._lanes["lo"], n_lo))
+        chosen = itertools.chain(self._lanes["hi"].peek(n_hi), self._lanes["lo"].peek(n_lo))
         earliest = min(p.deadline_ms for p in chosen)
         deadline_close = earliest - self.cost.predict_s(n_hi + n_lo) * 1000.0 - self.config.deadline_margin_ms
         if deadline_close < window_close:
@@ -425,7 +518,7 @@ class Batcher(Generic[T]):
         else:
             take = self.config.max_size
         n_hi, n_lo, self._credit = self._candidates(take)
-        items = [self._lanes["hi"].popleft() for _ in range(n_hi)] + [self._lanes["lo"].popleft() for _ in range(n_lo)]
+        items = self._lanes["hi"].take(n_hi) + self._lanes["lo"].take(n_lo)
         self._last_size = len(items)
         self._wake_putters()
         return Batch(items, expired, now, due[1], window, size, lag)

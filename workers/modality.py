@@ -436,7 +436,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                 bad.append(work)
                 continue
             assert work.task is not None
-            await batcher.put(work, lanes_by_topic[msg.topic()], work.task.deadline_ms)
+            await batcher.put(work, lanes_by_topic[msg.topic()], work.task.deadline_ms, tenant=work.task.tenant_id)
         for topic in {w.message.topic() for w, _ in items}:
             metrics.MESSAGES_CONSUMED.labels(role, topic).inc(sum(1 for w, _ in items if w.message.topic() == topic))
         if bad:

@@ -419,3 +419,108 @@ def test_a_low_lane_backlog_does_not_inflate_batches_that_carry_high_lane_items(
     assert [p.payload for p in first.items] == [100, 0, 1, 2]  # high lane first, then the low lane fills it
     second = b.poll()
     assert second is not None and len(second.items) == 32 and second.lanes == {"hi": 0, "lo": 32}
+
+
+# -- tenants: fair sharing inside a lane ------------------------------------------------------
+
+
+def test_a_backlogged_tenant_does_not_sit_ahead_of_a_quiet_one():
+    b, _ = make(max_size=4, max_queued=1000)
+    for i in range(100):
+        b.put_nowait(f"f{i}", "lo", FAR, tenant="flood")
+    b.put_nowait("q0", "lo", FAR, tenant="quiet")
+    batch = b.poll()
+    assert batch is not None and payloads(batch) == ["f0", "q0", "f1", "f2"]
+    assert b._lanes["lo"].tenants() == {"flood": 97}
+
+
+def test_round_robin_turn_carries_over_between_batches():
+    b, _ = make(max_size=2, max_queued=100)
+    for t in "abc":
+        for i in range(3):
+            b.put_nowait(f"{t}{i}", "hi", FAR, tenant=t)
+    got = [payloads(b.poll()) for _ in range(4)]  # type: ignore[arg-type]
+    assert got == [["a0", "b0"], ["c0", "a1"], ["b1", "c1"], ["a2", "b2"]]
+
+
+def test_items_without_a_tenant_share_one_fifo_and_deadline_close_takes_what_it_timed():
+    # prior 10 ms/item + 5 ms/batch, margin 2: the close is timed for the round-robin candidates
+    b, t = make(max_size=4, window_ms=100.0, prior_a_s=0.010, prior_b_s=0.005, deadline_margin_ms=2.0)
+    t0 = t.t
+    b.put_nowait("f0", "lo", t0 + 1000, tenant="flood")
+    b.put_nowait("f1", "lo", t0 + 1000, tenant="flood")
+    b.put_nowait("q0", "lo", t0 + 60, tenant="quiet")
+    due = b.close_at_ms()
+    assert due == (pytest.approx(t0 + 60 - (3 * 10 + 5) - 2), "deadline")
+    t.t = due[0]
+    batch = b.poll()
+    assert batch is not None and batch.reason == "deadline" and payloads(batch) == ["f0", "q0", "f1"]
+    b.put_nowait("x", "lo", FAR)
+    b.put_nowait("y", "lo", FAR, tenant=None)
+    assert b._lanes["lo"].tenants() == {"": 2}
+
+
+tenant_ops = st.lists(
+    st.one_of(
+        st.tuples(st.just("put"), st.sampled_from(["hi", "lo"]), st.integers(-5, 80), st.sampled_from("abcd")),
+        st.tuples(st.just("burst"), st.sampled_from(["hi", "lo"]), st.integers(1, 20)),  # tenant "a" floods
+        st.tuples(st.just("tick"), st.integers(0, 30)),
+        st.tuples(st.just("poll")),
+    ),
+    max_size=100,
+)
+
+
+@given(script=tenant_ops, max_size=st.integers(1, 8), share=st.sampled_from([0.0, 0.2, 0.5]))
+@settings(max_examples=200, deadline=None)
+def test_fair_sharing_invariants(script, max_size, share):
+    """With tenants: nothing lost or duplicated; each tenant's items in arrival order within a
+    lane; in every batch, no tenant of a lane gets more than one slot above a tenant of that
+    lane still holding items (round robin); every live item before its deadline."""
+    t = FakeTime()
+    b: Batcher[int] = Batcher(
+        BatcherConfig(max_size=max_size, min_size=1, window_ms=15.0, max_window_ms=45.0, lo_share=share,
+                      lag_high=50, max_queued=10**6, prior_a_s=0.002),
+        clock=t, waiter=t.wait,
+    )
+    seen: dict[tuple[str, str], int] = {}
+    out: list[int] = []
+
+    def check(batch: Batch[int]) -> None:
+        for p in batch.items:
+            assert p.deadline_ms > batch.formed_ms
+            assert p.payload > seen.get((p.lane, p.tenant), -1)
+            seen[(p.lane, p.tenant)] = p.payload
+        for lane in ("hi", "lo"):
+            got: dict[str, int] = {}
+            for p in batch.items:
+                if p.lane == lane:
+                    got[p.tenant] = got.get(p.tenant, 0) + 1
+            waiting = b._lanes[lane].tenants()
+            for x, n_x in got.items():
+                for y in waiting:
+                    assert n_x <= got.get(y, 0) + 1, (lane, got, waiting)
+        out.extend(p.payload for p in batch.items + batch.expired)
+
+    seq = 0
+    for op in script:
+        if op[0] == "put":
+            b.put_nowait(seq, op[1], t.t + op[2], tenant=op[3])
+            seq += 1
+        elif op[0] == "burst":
+            for _ in range(op[2]):
+                b.put_nowait(seq, op[1], t.t + 60, tenant="a")
+                seq += 1
+        elif op[0] == "tick":
+            t.t += op[1]
+        else:
+            batch = b.poll()
+            if batch is not None:
+                check(batch)
+
+    async def drain() -> None:
+        while b.queued():
+            check(await b.next_batch())
+
+    asyncio.run(drain())
+    assert sorted(out) == list(range(seq)) and len(out) == len(set(out))
