@@ -580,12 +580,25 @@ def _bench_overhead(s: Settings, model: str, roles: tuple[str, ...], records: Op
 
 
 @text_app.command("build-encoder")
-def text_build_encoder(force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False) -> None:
-    """Export MiniLM-L6 (+ mean pooling + L2 norm) from the installed wheel to ONNX in the cache directory."""
+def text_build_encoder(
+    force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
+    precision: Annotated[str, typer.Option(help="which graphs: all | fp32 | int8 (int8 is built from fp32)")] = "all",
+) -> None:
+    """Export MiniLM-L6 (+ mean pooling + L2 norm) from the installed wheel to ONNX in the cache directory,
+    and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves)."""
     from engine.text import encoder
 
-    path = encoder.export_encoder_onnx(encoder.onnx_path()) if force else encoder.ensure_encoder_onnx()
-    console.print(f"{path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {encoder.source_sha256()[:12]})")
+    if precision not in ("all", *encoder.PRECISIONS):
+        raise typer.BadParameter(f"--precision must be all, fp32 or int8, not {precision!r}")
+    for p in encoder.PRECISIONS if precision == "all" else (precision,):
+        if not force:
+            path = encoder.ensure_encoder_onnx(p)
+        elif p == "fp32":
+            path = encoder.export_encoder_onnx(encoder.onnx_path(p))
+        else:  # from the cached fp32 (rebuilt just before with --precision all)
+            path = encoder.quantize_encoder_onnx(encoder.onnx_path(p))
+        console.print(f"{p}: {path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {encoder.source_sha256()[:12]}"
+                      f"{'' if p == 'fp32' else ', recipe ' + encoder.INT8_RECIPE})", markup=False, soft_wrap=True)
 
 
 @text_app.command("train")

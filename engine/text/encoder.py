@@ -13,13 +13,26 @@ without re-running the encoder.
 The ~90 MB ONNX file is not in git: :func:`ensure_encoder_onnx` builds it with
 ``torch.onnx.export`` into the cache directory (``$RTAUDIT_CACHE`` or
 ``~/.cache/rtaudit``) on first use; ``rtaudit text build-encoder`` does it ahead of time.
+
+**int8** (:data:`PRECISIONS`; setting ``text_encoder_precision``): the same graph with
+dynamic int8 quantization, built from the fp32 export with onnxruntime's own tools
+(:func:`quantize_encoder_onnx`): ``onnxruntime.transformers.optimizer`` fuses the BERT
+subgraphs (EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu), then
+``onnxruntime.quantization.quantize_dynamic`` stores the MatMul/Attention/Gather weights as
+uint8, per output channel (:data:`INT8_RECIPE`), activations quantized per batch at run
+time. About 23 MB, beside the fp32 file in the same cache, keyed by the same source sha256,
+opset and the recipe; the encoder's :attr:`MiniLMEncoder.version` names the precision, so
+embedding memos and every partial say which graph produced them. The quantized kernels are
+CPU kernels: ``auto`` means :data:`CPU_DEFAULT` on CPU and fp32 when the session gets CUDA.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import os
+import tempfile
 import time
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +45,15 @@ log = logging.getLogger(__name__)
 MAX_TOKENS = 64
 DIM = 384
 OPSET = 17
+
+#: encoder graph precisions (the ``text_encoder_precision`` setting also takes ``auto``).
+PRECISIONS = ("fp32", "int8")
+#: what ``auto`` means when the encoder runs on CPU; chosen from ``benchmarks/int8_encoder.py``
+#: (texts/s at batch 64 and dev macro-F1 of the same heads, fp32 vs int8). CUDA: always fp32.
+CPU_DEFAULT = "fp32"
+#: how the int8 graph is built (:func:`quantize_encoder_onnx`); part of its file name and of the
+#: model version. Change it whenever that function's output would change.
+INT8_RECIPE = "bertfuse-qu8pc-v1"
 
 
 def cache_dir() -> Path:
@@ -58,9 +80,15 @@ def source_sha256() -> str:
     return h.hexdigest()
 
 
-def onnx_path() -> Path:
-    """Cache path of the exported encoder, keyed by the source weights' sha256 and the opset."""
-    return cache_dir() / f"minilm-l6-meanpool-hidden-{source_sha256()[:12]}-op{OPSET}.onnx"
+def onnx_path(precision: str = "fp32") -> Path:
+    """Cache path of the encoder graph, keyed by the source weights' sha256 and the opset
+    (and, for ``int8``, :data:`INT8_RECIPE`)."""
+    stem = f"minilm-l6-meanpool-hidden-{source_sha256()[:12]}-op{OPSET}"
+    if precision == "fp32":
+        return cache_dir() / f"{stem}.onnx"
+    if precision == "int8":
+        return cache_dir() / f"{stem}-int8-{INT8_RECIPE}.onnx"
+    raise ValueError(f"encoder precision must be one of {PRECISIONS}, got {precision!r}")
 
 
 def pooled_module(path: Path, dtype: str = "float32"):  # type: ignore[no-untyped-def]
@@ -114,12 +142,92 @@ def export_encoder_onnx(dest: Path) -> Path:
     return dest
 
 
-def ensure_encoder_onnx() -> Path:
-    """The cached encoder ONNX, exported first if missing."""
-    path = onnx_path()
+class _DropMessage(logging.Filter):
+    def __init__(self, fragment: str) -> None:
+        super().__init__()
+        self.fragment = fragment
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return self.fragment not in record.getMessage()
+
+
+def quantize_encoder_onnx(dest: Path, source: Path | None = None) -> Path:
+    """Dynamic int8 quantization of the fp32 encoder ``source`` (default: the cached export) to ``dest``.
+
+    1. ``onnxruntime.transformers.optimizer.optimize_model(model_type="bert", opt_level=0)``:
+       pattern fusions only (no onnxruntime graph optimizations baked in), so the MatMuls of
+       each layer meet in one ``Attention`` node that quantizes to ``QAttention``.
+       (``quant_pre_process`` is not used: its symbolic shape inference stops on this
+       export's position-id slice, "unsupported broadcast between Min(512, seq) seq".)
+    2. ``quantize_dynamic(weight_type=QUInt8, per_channel=True)``: uint8 weights with one scale
+       per output channel. uint8 rather than int8 weights: on AVX2 CPUs without VNNI the
+       u8×s8 kernel's 16-bit intermediate sums can saturate (onnxruntime's quantization docs),
+       and per channel keeps the small-magnitude rows of the attention projections.
+
+    Outputs keep their names and shapes (``embedding``, ``hidden``). Written to a temporary
+    directory beside ``dest`` and renamed, so a concurrent reader never sees a partial file.
+    """
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    from onnxruntime.transformers import optimizer
+
+    started = time.perf_counter()
+    source = source or ensure_encoder_onnx("fp32")
+    config = json.loads((model_dir() / "config.json").read_text())
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix=".int8-build-", dir=dest.parent) as tmpdir:
+        fused = Path(tmpdir) / "fused.onnx"
+        model = optimizer.optimize_model(str(source), model_type="bert", num_heads=int(config["num_attention_heads"]),
+                                         hidden_size=int(config["hidden_size"]), opt_level=0, use_gpu=False)
+        fusions = model.get_fused_operator_statistics()
+        if fusions.get("Attention", 0) != int(config["num_hidden_layers"]):
+            log.warning("int8 encoder: %s of %s attention blocks fused; the unfused ones quantize as plain MatMuls",
+                        fusions.get("Attention", 0), config["num_hidden_layers"])
+        model.save_model_to_file(str(fused))
+        out = Path(tmpdir) / "int8.onnx"
+        # its root-logger advice to run quant_pre_process does not apply (see above)
+        hush = _DropMessage("consider to run pre-processing")
+        logging.getLogger().addFilter(hush)
+        try:
+            quantize_dynamic(fused, out, weight_type=QuantType.QUInt8, per_channel=True,
+                             extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
+        finally:
+            logging.getLogger().removeFilter(hush)
+        os.replace(out, dest)
+    log.info("quantized MiniLM encoder to %s (int8, %s) in %.1f s", dest, INT8_RECIPE, time.perf_counter() - started)
+    return dest
+
+
+def ensure_encoder_onnx(precision: str = "fp32") -> Path:
+    """The cached encoder ONNX of ``precision`` (``fp32`` | ``int8``), built first if missing
+    (int8 from the fp32 export, which is exported first if missing)."""
+    path = onnx_path(precision)
     if not path.exists():
-        export_encoder_onnx(path)
+        if precision == "int8":
+            quantize_encoder_onnx(path)
+        else:
+            export_encoder_onnx(path)
     return path
+
+
+def configured_precision() -> str:
+    """``text_encoder_precision`` of the process's settings (``RTAUDIT_TEXT_ENCODER_PRECISION``,
+    ``rtaudit.toml``), read when a caller does not pass a precision."""
+    from workers.settings import load_settings
+
+    return load_settings().text_encoder_precision
+
+
+def resolve_precision(precision: str | None, *, on_gpu: bool) -> str:
+    """``fp32`` or ``int8`` for ``precision`` (``None``: :func:`configured_precision`; ``auto``:
+    :data:`CPU_DEFAULT` on CPU, fp32 when the encoder session runs on CUDA)."""
+    if precision is None:
+        precision = configured_precision()
+    if precision == "auto":
+        return "fp32" if on_gpu else CPU_DEFAULT
+    if precision not in PRECISIONS:
+        raise ValueError(f"encoder precision must be auto or one of {PRECISIONS}, got {precision!r}")
+    return precision
 
 
 def _batches(ids: list[list[int]], batch_size: int):  # type: ignore[no-untyped-def]
@@ -180,18 +288,23 @@ class MiniLMEncoder:
     truncated to :data:`MAX_TOKENS` word pieces; a batch is padded to its longest item,
     and items are sorted by length first so little compute goes to padding.
     ``intra_op_threads``: onnxruntime intra-op threads of the session (0: onnxruntime's default).
+    ``precision``: ``fp32`` | ``int8`` | ``auto`` (see :func:`resolve_precision`); ``None``: the
+    ``text_encoder_precision`` setting.
     """
 
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
-                 intra_op_threads: int = 0) -> None:
-        from engine.models.onnx import session
+                 intra_op_threads: int = 0, precision: str | None = None) -> None:
+        from engine.models.onnx import providers, session
 
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.tokenizer = _tokenizer(model_dir(), max_tokens)
-        self.path = ensure_encoder_onnx()
+        self.precision = resolve_precision(precision, on_gpu="CUDAExecutionProvider" in providers(prefer_gpu))
+        self.path = ensure_encoder_onnx(self.precision)
         self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
-        self.version = f"{source_sha256()[:12]}-op{OPSET}-t{max_tokens}"
+        #: names the graph: source weights, opset, precision (int8: its recipe), token cap.
+        self.version = (f"{source_sha256()[:12]}-op{OPSET}-t{max_tokens}" if self.precision == "fp32"
+                        else f"{source_sha256()[:12]}-op{OPSET}-int8-{INT8_RECIPE}-t{max_tokens}")
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
 

@@ -124,17 +124,20 @@ class TextScorer:
         span_min: keep a word as evidence when its span score is at least this (default: the
             threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
         intra_op_threads: onnxruntime intra-op threads of the encoder session (0: onnxruntime's default).
+        encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``engine.text.encoder.resolve_precision``);
+            ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
     Raises:
         engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
-                 intra_op_threads: int = 0) -> None:
+                 intra_op_threads: int = 0, encoder_precision: str | None = None) -> None:
         from engine.models.profanity import ProfanityScorer
         from engine.text.encoder import MiniLMEncoder
 
         self.lexical = ProfanityScorer()
-        self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
+        self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
+                                     precision=encoder_precision)
         self.head = EnglishHead.load()
         self.zh = ChineseModel.load()
         manifest = load_manifest()

@@ -1,0 +1,164 @@
+"""fp32 vs int8 MiniLM encoder (issue 11 item 4): texts/s at batch 1 and 64, dev macro-F1 of the same heads.
+
+Usage: ``python benchmarks/int8_encoder.py [--threads 1] [--rounds 3] [--max-rows N] [--data ../shared/data]
+[--json out.json]``
+
+One run measures both graphs that ``rtaudit text build-encoder`` puts in the cache
+(built first if missing), on CPU, with the same onnxruntime intra-op threads:
+
+* **throughput**: :meth:`engine.text.encoder.MiniLMEncoder.encode` (tokenization included,
+  no embedding memo) on dev texts of Davidson, OLID and HateXplain (seeded-hash sample):
+  ``--b64-texts`` texts in batches of 64, ``--b1-texts`` one at a time. The precisions
+  alternate within each of ``--rounds`` rounds (so a load spike from other processes hits
+  both), and the table gives the median round and the best round.
+* **quality**: ``rtaudit eval``'s classification (:func:`engine.text.evaluation.classification`)
+  with the trained heads of ``engine/text/artifacts`` on top of each graph's embeddings:
+  macro-F1 per dev set (COLD is scored by the Chinese model, which uses no encoder, so its
+  row only confirms that; the Jigsaw sample is a test split: printed for reference, not part
+  of the target). Embeddings are memoised per encoder version in the cache, so a rerun
+  re-measures throughput and re-scores in seconds.
+
+Target: int8 ≥ 2× fp32 texts/s at batch 64 and macro-F1 within 0.01 of fp32 on every dev set.
+The 1-, 5- and 15-minute load averages are printed before and after: this machine's cores are
+shared, and the figures are only comparable within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from engine.text import data as D  # noqa: E402
+from engine.text import encoder as E  # noqa: E402
+from engine.text import evaluation as ev  # noqa: E402
+
+PRECISIONS = ("fp32", "int8")
+TARGET_SPEEDUP, TARGET_F1_LOSS = 2.0, 0.01
+
+
+def load() -> str:
+    return "load average {:.2f}, {:.2f}, {:.2f}".format(*os.getloadavg())
+
+
+def dev_texts(root: Path, n: int) -> list[str]:
+    """``n`` dev texts, a third each from Davidson, OLID and HateXplain (seeded-hash order)."""
+    per = -(-n // 3)
+    texts = [r.text for d in ("davidson", "olid", "hatexplain") for r in ev.sample(D.load(d, root, "dev"), per)]
+    return texts[:n]
+
+
+def rate(enc: E.MiniLMEncoder, texts: list[str], batch_size: int) -> float:
+    started = time.perf_counter()
+    for lo in range(0, len(texts), batch_size):
+        enc.encode(texts[lo:lo + batch_size])
+    return len(texts) / (time.perf_counter() - started)
+
+
+def throughput(threads: int, texts: list[str], single: list[str], rounds: int) -> dict[str, dict[str, list[float]]]:
+    encoders = {p: E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=threads, precision=p, batch_size=64)
+                for p in PRECISIONS}
+    for enc in encoders.values():
+        enc.encode(texts[:64])  # warm-up: allocations, kernel selection
+    out: dict[str, dict[str, list[float]]] = {p: {"b1": [], "b64": []} for p in PRECISIONS}
+    for r in range(rounds):
+        order = PRECISIONS if r % 2 == 0 else PRECISIONS[::-1]
+        for p in order:
+            out[p]["b64"].append(rate(encoders[p], texts, 64))
+            out[p]["b1"].append(rate(encoders[p], single, 1))
+        print(f"  round {r + 1}/{rounds}: " + ", ".join(f"{p} b64 {out[p]['b64'][-1]:.1f} b1 {out[p]['b1'][-1]:.1f}"
+                                                      for p in PRECISIONS) + f" texts/s ({load()})", flush=True)
+    return out
+
+
+def quality(root: Path, threads: int, max_rows: int | None) -> dict[str, dict[str, tuple[str, int, float]]]:
+    from engine.text.scoring import TextScorer
+
+    out: dict[str, dict[str, tuple[str, int, float]]] = {}
+    for p in PRECISIONS:
+        started = time.perf_counter()
+        scorer = TextScorer(prefer_gpu=False, intra_op_threads=threads, encoder_precision=p)
+        memo = scorer.encoder.use_cache()
+        _, sets = ev.classification(scorer, root, max_rows=max_rows)
+        memo.save()
+        out[p] = {r.dataset: (r.split, r.n, r.macro_f1) for r in sets}
+        print(f"  {p} ({scorer.encoder.version}): " + ", ".join(f"{d} {f:.4f}" for d, (_, _, f) in out[p].items())
+              + f" in {time.perf_counter() - started:.0f} s", flush=True)
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--threads", type=int, default=1, help="onnxruntime intra-op threads for both graphs "
+                        "(1 = what a text worker gets on 2 cores)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--b64-texts", type=int, default=768)
+    parser.add_argument("--b1-texts", type=int, default=192)
+    parser.add_argument("--quality-threads", type=int, default=2, help="threads while embedding the dev sets")
+    parser.add_argument("--max-rows", type=int, default=None, help="cap each dev set (default: all rows)")
+    parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
+    parser.add_argument("--json", type=Path, default=None)
+    args = parser.parse_args()
+
+    started = time.perf_counter()
+    load_before = os.getloadavg()
+    print(f"int8 encoder benchmark, {os.cpu_count()} CPUs, {load()}", flush=True)
+    for p in PRECISIONS:
+        path = E.ensure_encoder_onnx(p)
+        print(f"  {p}: {path.name} ({path.stat().st_size / 1e6:.1f} MB)", flush=True)
+    texts = dev_texts(args.data, args.b64_texts)
+    single = texts[::max(1, len(texts) // args.b1_texts)][: args.b1_texts]
+    print(f"throughput: {len(texts)} texts at batch 64, {len(single)} at batch 1, {args.threads} intra-op thread(s), "
+          f"{args.rounds} rounds", flush=True)
+    tp = throughput(args.threads, texts, single, args.rounds)
+    q = {} if args.skip_quality else (print("dev macro-F1 (same heads):", flush=True)
+                                      or quality(args.data, args.quality_threads, args.max_rows))
+    load_after = os.getloadavg()
+
+    med = {p: {k: statistics.median(v) for k, v in tp[p].items()} for p in PRECISIONS}
+    best = {p: {k: max(v) for k, v in tp[p].items()} for p in PRECISIONS}
+    print()
+    print(f"| texts/s ({args.threads} thread{'s' if args.threads > 1 else ''}) | fp32 median (best) "
+          f"| int8 median (best) | int8 / fp32 median (best) |")
+    print("|---|---|---|---|")
+    for k, label in (("b1", "batch 1"), ("b64", "batch 64")):
+        print(f"| {label} | {med['fp32'][k]:.1f} ({best['fp32'][k]:.1f}) | {med['int8'][k]:.1f} ({best['int8'][k]:.1f}) "
+              f"| {med['int8'][k] / med['fp32'][k]:.2f}× ({best['int8'][k] / best['fp32'][k]:.2f}×) |")
+    speedup = med["int8"]["b64"] / med["fp32"]["b64"]
+    ok_speed = speedup >= TARGET_SPEEDUP
+    ok_f1 = True
+    if q:
+        print()
+        print("| set | split | n | fp32 macro-F1 | int8 macro-F1 | Δ | within 0.01 |")
+        print("|---|---|---|---|---|---|---|")
+        for d, (split, n, f32) in q["fp32"].items():
+            f8 = q["int8"][d][2]
+            within = f8 >= f32 - TARGET_F1_LOSS
+            if split == "dev":
+                ok_f1 &= within
+            print(f"| {d} | {split} | {n} | {f32:.4f} | {f8:.4f} | {f8 - f32:+.4f} | "
+                  f"{('yes' if within else 'NO') if split == 'dev' else '(test split: reference only)'} |")
+    print()
+    print(f"target batch-64 speedup ≥ {TARGET_SPEEDUP:.0f}×: {speedup:.2f}× (median) → {'met' if ok_speed else 'NOT met'}; "
+          + (f"macro-F1 within {TARGET_F1_LOSS} on every dev set: {'met' if ok_f1 else 'NOT met'}" if q
+             else "quality skipped"))
+    print("load average before {:.2f}, {:.2f}, {:.2f}; after {:.2f}, {:.2f}, {:.2f}; took {:.0f} s".format(
+        *load_before, *load_after, time.perf_counter() - started))
+    if args.json:
+        args.json.write_text(json.dumps({
+            "threads": args.threads, "rounds": tp, "median": med, "best": best, "speedup_b64_median": speedup,
+            "macro_f1": q, "load_before": load_before, "load_after": load_after,
+            "graphs": {p: E.onnx_path(p).name for p in PRECISIONS}}, indent=1))
+
+
+if __name__ == "__main__":
+    main()

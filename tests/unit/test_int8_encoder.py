@@ -1,0 +1,115 @@
+"""The int8 MiniLM encoder (issue 11 item 4): built from the wheel's fp32 export with onnxruntime's
+quantization tools, close to fp32, selected by ``text_encoder_precision``, named in the model version."""
+
+from __future__ import annotations
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+
+from engine.text import encoder as E
+
+TEXTS = [
+    "have a nice day",
+    "you are such an idiot, seriously",
+    "thanks for sharing, this recipe worked great for my family",
+    "go back to where you came from, nobody wants you here",
+    "the meeting moved to 3pm on thursday",
+    "shut up you worthless piece of trash",
+    "lol",
+]
+#: least cosine(int8, fp32) over TEXTS: measured 0.965 ("lol": 3 word pieces; the others 0.973-0.994,
+#: mean 0.984) with ``bertfuse-qu8pc-v1``, and 0.977 over 256 OLID dev tweets. A margin below that,
+#: far above the cosine between different sentences here (-0.06 to 0.35).
+MIN_COSINE = 0.95
+
+
+@pytest.fixture(scope="module")
+def encoders() -> dict[str, E.MiniLMEncoder]:
+    return {p: E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1, precision=p) for p in E.PRECISIONS}
+
+
+def test_the_int8_graph_builds_from_the_wheels_export_and_loads(tmp_path):
+    dest = E.quantize_encoder_onnx(tmp_path / "int8.onnx", source=E.ensure_encoder_onnx("fp32"))
+    assert [p.name for p in tmp_path.iterdir()] == ["int8.onnx"]  # no temporary left behind
+    model = onnx.load(str(dest))
+    ops = {n.op_type for n in model.graph.node}
+    assert {"QAttention", "DynamicQuantizeMatMul"} & ops, ops  # quantized kernels, not fp32 MatMuls
+    assert "MatMul" not in ops
+    assert dest.stat().st_size < E.onnx_path("fp32").stat().st_size / 3
+    sess = ort.InferenceSession(str(dest), providers=["CPUExecutionProvider"])
+    assert [o.name for o in sess.get_outputs()] == ["embedding", "hidden"]
+    ids = np.array([[101, 7592, 2088, 102, 0]], dtype=np.int64)
+    mask = np.array([[1, 1, 1, 1, 0]], dtype=np.int64)
+    emb, hidden = sess.run(None, {"input_ids": ids, "attention_mask": mask})
+    assert emb.shape == (1, 384) and hidden.shape == (1, 5, 384)
+    assert abs(float(np.linalg.norm(emb)) - 1.0) < 1e-4
+
+
+def test_the_int8_graph_sits_beside_fp32_keyed_by_source_and_recipe():
+    fp32, int8 = E.onnx_path("fp32"), E.onnx_path("int8")
+    assert fp32.parent == int8.parent == E.cache_dir()
+    assert E.source_sha256()[:12] in int8.name and E.INT8_RECIPE in int8.name and int8 != fp32
+    with pytest.raises(ValueError):
+        E.onnx_path("int4")
+
+
+def test_int8_embeddings_are_close_to_fp32(encoders):
+    ref, got = encoders["fp32"].encode(TEXTS), encoders["int8"].encode(TEXTS)
+    assert got.shape == ref.shape == (len(TEXTS), 384) and got.dtype == np.float32
+    assert np.allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-4)
+    cos = (got * ref).sum(axis=1)
+    assert cos.min() >= MIN_COSINE, cos
+    # still a sentence encoder: each text is nearer its own fp32 embedding than any other text's
+    assert (np.argmax(got @ ref.T, axis=1) == np.arange(len(TEXTS))).all()
+    # the token states the evidence spans are computed from are close too
+    _, h32, _ = encoders["fp32"].encode_tokens(TEXTS[:2])
+    _, h8, _ = encoders["int8"].encode_tokens(TEXTS[:2])
+    for a, b in zip(h32, h8):
+        assert a.shape == b.shape
+        c = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+        assert c.mean() >= MIN_COSINE
+
+
+def test_the_model_version_names_the_precision(encoders):
+    v32, v8 = encoders["fp32"].version, encoders["int8"].version
+    assert v32 != v8 and "int8" in v8 and E.INT8_RECIPE in v8 and "int8" not in v32
+    assert encoders["int8"].path == E.onnx_path("int8") and encoders["fp32"].path == E.onnx_path("fp32")
+
+
+def test_the_text_scorer_version_differs_by_precision(text_scorer):
+    from engine.text.scoring import TextScorer
+
+    other = "int8" if text_scorer.encoder.precision == "fp32" else "fp32"
+    scorer = TextScorer(prefer_gpu=False, encoder_precision=other)
+    assert scorer.encoder.precision == other
+    assert scorer.version != text_scorer.version and scorer.encoder.version in scorer.version
+
+
+@pytest.mark.parametrize("value", ["fp32", "int8"])
+def test_the_setting_selects_the_graph(monkeypatch, value):
+    from workers.settings import load_settings
+
+    monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", value)
+    assert load_settings().text_encoder_precision == value
+    enc = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1)  # no precision: the setting's
+    assert enc.precision == value and enc.path == E.onnx_path(value)
+
+
+def test_auto_is_the_cpu_default_on_cpu_and_fp32_on_cuda(monkeypatch):
+    monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", "auto")
+    assert E.resolve_precision(None, on_gpu=False) == E.CPU_DEFAULT
+    assert E.resolve_precision(None, on_gpu=True) == "fp32"
+    assert E.resolve_precision("int8", on_gpu=True) == "int8"  # explicit wins
+    assert E.CPU_DEFAULT in E.PRECISIONS
+    with pytest.raises(ValueError):
+        E.resolve_precision("int4", on_gpu=False)
+
+
+def test_an_unknown_precision_setting_is_refused(monkeypatch):
+    from workers.settings import SettingsError, load_settings
+
+    monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", "int4")
+    with pytest.raises(SettingsError, match="TEXT_ENCODER_PRECISION"):
+        load_settings()
