@@ -61,7 +61,7 @@ from workers.acks import InOrderAcks
 from workers.app import dead_letter_record, make_app
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
-from workers.stream import DeliveryTracker
+from workers.stream import DeliveryTracker, consume_batch
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -351,7 +351,7 @@ class LaneIntake:
         try:
             while not self._stop.is_set():
                 works = []
-                for m in self.consumer.consume(INTAKE_BATCH, INTAKE_POLL_S):
+                for m in consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S):
                     err = m.error()
                     if err is not None:
                         if err.code() != KafkaError._PARTITION_EOF:

@@ -37,6 +37,23 @@ from workers.settings import Settings
 log = logging.getLogger(__name__)
 
 
+def consume_batch(consumer: Consumer, max_records: int, timeout_s: float) -> list[Message]:
+    """Up to ``max_records`` records: what the client already fetched, at once; when nothing
+    is there, wait up to ``timeout_s`` seconds for the first one, then take what came with it.
+
+    ``Consumer.consume(n, timeout)`` alone waits the whole timeout unless ``n`` records are
+    queued: at saturation the fetcher holds fewer than ``n`` most of the time, and every
+    call idled for its timeout (measured: the router spent 2.4 s of 7.8 s in 20 ms waits).
+    """
+    messages = consumer.consume(max_records, 0)
+    if messages:
+        return messages
+    messages = consumer.consume(1, timeout_s)
+    if messages:
+        messages += consumer.consume(max_records - 1, 0)
+    return messages
+
+
 class DeliveryFailed(RuntimeError):
     """An output was not acknowledged by the broker after the producer's retries."""
 
@@ -170,7 +187,7 @@ class BatchLoop:
         next_checkpoint = time.monotonic() + self.commit_interval_s
         try:
             while not self._stop.is_set():
-                messages = self.consumer.consume(self.batch_size, self.poll_timeout_s)
+                messages = consume_batch(self.consumer, self.batch_size, self.poll_timeout_s)
                 records = []
                 for m in messages:
                     err = m.error()
