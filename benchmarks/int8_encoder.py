@@ -8,9 +8,11 @@ One run measures both graphs that ``rtaudit text build-encoder`` puts in the cac
 
 * **throughput**: :meth:`engine.text.encoder.MiniLMEncoder.encode` (tokenization included,
   no embedding memo) on dev texts of Davidson, OLID and HateXplain (seeded-hash sample):
-  ``--b64-texts`` texts in batches of 64, ``--b1-texts`` one at a time. The precisions
+  ``--b64-texts`` texts in batches of 64, ``--b1-texts`` one at a time. Also timed, as a
+  reference: the fp32 graph after int8's first build step (BERT fusions) without quantizing,
+  which shows how much of the gain is quantization. The graphs
   alternate within each of ``--rounds`` rounds (so a load spike from other processes hits
-  both), and the table gives the median round and the best round.
+  all of them), and the table gives the median round and the best round.
 * **quality**: ``rtaudit eval``'s classification (:func:`engine.text.evaluation.classification`)
   with the trained heads of ``engine/text/artifacts`` on top of each graph's embeddings:
   macro-F1 per dev set (COLD is scored by the Chinese model, which uses no encoder, so its
@@ -30,6 +32,7 @@ import json
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -63,19 +66,26 @@ def rate(enc: E.MiniLMEncoder, texts: list[str], batch_size: int) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-def throughput(threads: int, texts: list[str], single: list[str], rounds: int) -> dict[str, dict[str, list[float]]]:
+def throughput(threads: int, texts: list[str], single: list[str], rounds: int,
+               fused: Path | None) -> dict[str, dict[str, list[float]]]:
+    """Per graph, texts/s per round at batch 64 and 1; ``fused``: also time that graph as ``fp32-fused``."""
+    from engine.models.onnx import session
+
     encoders = {p: E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=threads, precision=p, batch_size=64)
                 for p in PRECISIONS}
+    if fused is not None:
+        encoders["fp32-fused"] = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=threads, precision="fp32")
+        encoders["fp32-fused"].session = session(str(fused), prefer_gpu=False, intra_op_threads=threads)
     for enc in encoders.values():
         enc.encode(texts[:64])  # warm-up: allocations, kernel selection
-    out: dict[str, dict[str, list[float]]] = {p: {"b1": [], "b64": []} for p in PRECISIONS}
+    names = list(encoders)
+    out: dict[str, dict[str, list[float]]] = {p: {"b1": [], "b64": []} for p in names}
     for r in range(rounds):
-        order = PRECISIONS if r % 2 == 0 else PRECISIONS[::-1]
-        for p in order:
+        for p in names if r % 2 == 0 else names[::-1]:
             out[p]["b64"].append(rate(encoders[p], texts, 64))
             out[p]["b1"].append(rate(encoders[p], single, 1))
         print(f"  round {r + 1}/{rounds}: " + ", ".join(f"{p} b64 {out[p]['b64'][-1]:.1f} b1 {out[p]['b1'][-1]:.1f}"
-                                                      for p in PRECISIONS) + f" texts/s ({load()})", flush=True)
+                                                      for p in names) + f" texts/s ({load()})", flush=True)
     return out
 
 
@@ -105,6 +115,8 @@ def main() -> None:
     parser.add_argument("--quality-threads", type=int, default=2, help="threads while embedding the dev sets")
     parser.add_argument("--max-rows", type=int, default=None, help="cap each dev set (default: all rows)")
     parser.add_argument("--skip-quality", action="store_true")
+    parser.add_argument("--no-fused", action="store_true", help="do not also time the fused fp32 graph "
+                        "(int8's first build step alone: what fusion gives without quantization)")
     parser.add_argument("--data", type=Path, default=ROOT.parent / "shared" / "data")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args()
@@ -119,7 +131,9 @@ def main() -> None:
     single = texts[::max(1, len(texts) // args.b1_texts)][: args.b1_texts]
     print(f"throughput: {len(texts)} texts at batch 64, {len(single)} at batch 1, {args.threads} intra-op thread(s), "
           f"{args.rounds} rounds", flush=True)
-    tp = throughput(args.threads, texts, single, args.rounds)
+    with tempfile.TemporaryDirectory(prefix="rtaudit-fused-") as tmp:
+        fused = None if args.no_fused else E.fuse_bert_onnx(E.onnx_path("fp32"), Path(tmp) / "fused.onnx")
+        tp = throughput(args.threads, texts, single, args.rounds, fused)
     q = {} if args.skip_quality else (print("dev macro-F1 (same heads):", flush=True)
                                       or quality(args.data, args.quality_threads, args.max_rows))
     load_after = os.getloadavg()
@@ -133,6 +147,11 @@ def main() -> None:
     for k, label in (("b1", "batch 1"), ("b64", "batch 64")):
         print(f"| {label} | {med['fp32'][k]:.1f} ({best['fp32'][k]:.1f}) | {med['int8'][k]:.1f} ({best['int8'][k]:.1f}) "
               f"| {med['int8'][k] / med['fp32'][k]:.2f}× ({best['int8'][k] / best['fp32'][k]:.2f}×) |")
+    if "fp32-fused" in med:
+        f = med["fp32-fused"]
+        print(f"\nreference, fp32 with int8's BERT fusions but not quantized: batch 1 {f['b1']:.1f} "
+              f"({max(tp['fp32-fused']['b1']):.1f}), batch 64 {f['b64']:.1f} ({max(tp['fp32-fused']['b64']):.1f}) texts/s; "
+              f"int8 / fused fp32 at batch 64: {med['int8']['b64'] / f['b64']:.2f}×")
     speedup = med["int8"]["b64"] / med["fp32"]["b64"]
     ok_speed = speedup >= TARGET_SPEEDUP
     ok_f1 = True
