@@ -113,3 +113,17 @@ def test_an_unknown_precision_setting_is_refused(monkeypatch):
     monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", "int4")
     with pytest.raises(SettingsError, match="TEXT_ENCODER_PRECISION"):
         load_settings()
+
+
+def test_build_encoder_command_builds_both_graphs_beside_each_other():
+    from typer.testing import CliRunner
+
+    from workers.cli import app
+
+    result = CliRunner().invoke(app, ["text", "build-encoder"])
+    assert result.exit_code == 0, result.output
+    out = " ".join(result.output.split())  # rich may wrap long paths
+    assert E.onnx_path("fp32").name in out.replace(" ", "") and E.onnx_path("int8").name in out.replace(" ", "")
+    assert E.onnx_path("fp32").exists() and E.onnx_path("int8").exists()
+    bad = CliRunner().invoke(app, ["text", "build-encoder", "--precision", "int4"])
+    assert bad.exit_code == 2 and "int4" in bad.output
