@@ -12,7 +12,8 @@ def stage_factory(settings: Settings) -> ModelStage:
     """The OCR stage this worker serves (also what ``rtaudit bench`` measures)."""
     return OCRStage(
         settings.media.policy(),
-        TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads()),
+        TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
+                   encoder_precision=settings.text_encoder_precision),
         intra_op_threads=settings.model_threads(),
     )
 

@@ -21,7 +21,8 @@ def stage_factory(settings: Settings) -> ModelStage:
     from engine.models.text import TextStage
     from engine.text.scoring import TextScorer
 
-    return TextStage(TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads()))
+    return TextStage(TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
+                                encoder_precision=settings.text_encoder_precision))
 
 
 app = modality_app("text", "text", stage_factory)

@@ -127,3 +127,17 @@ def test_build_encoder_command_builds_both_graphs_beside_each_other():
     assert E.onnx_path("fp32").exists() and E.onnx_path("int8").exists()
     bad = CliRunner().invoke(app, ["text", "build-encoder", "--precision", "int4"])
     assert bad.exit_code == 2 and "int4" in bad.output
+
+
+def test_the_text_worker_passes_its_settings_precision(monkeypatch, tmp_path):
+    """The Settings object the worker (or ``rtaudit bench --config``) was given decides, not whatever
+    file and environment the process would load by default (here: none, so ``auto``)."""
+    from workers.settings import Settings
+    from workers.text import stage_factory
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)
+    monkeypatch.delenv("RTAUDIT_TEXT_ENCODER_PRECISION", raising=False)
+    stage = stage_factory(Settings(text_encoder_precision="int8", prefer_gpu=False, inference_threads=1))
+    assert stage.scorer.encoder.precision == "int8"
+    assert E.INT8_RECIPE in stage.model.version  # what each partial names as its model
