@@ -158,8 +158,8 @@ def main() -> None:
                                       or quality(args.data, args.quality_threads, args.max_rows, args.retrain))
     load_after = os.getloadavg()
 
-    med = {p: {k: statistics.median(v) for k, v in tp[p].items()} for p in PRECISIONS}
-    best = {p: {k: max(v) for k, v in tp[p].items()} for p in PRECISIONS}
+    med = {p: {k: statistics.median(v) for k, v in tp[p].items()} for p in tp}
+    best = {p: {k: max(v) for k, v in tp[p].items()} for p in tp}
     print()
     print(f"| texts/s ({args.threads} thread{'s' if args.threads > 1 else ''}) | fp32 median (best) "
           f"| int8 median (best) | int8 / fp32 median (best) |")
