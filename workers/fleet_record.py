@@ -216,11 +216,15 @@ def listener_pid(port: int) -> int | None:
         if not proc.name.isdigit():
             continue
         try:
-            for fd in (proc / "fd").iterdir():
+            fds = list((proc / "fd").iterdir())
+        except OSError:
+            continue  # gone, or not ours to read
+        for fd in fds:
+            try:
                 if os.readlink(fd) in inodes:
                     return int(proc.name)
-        except OSError:
-            continue
+            except OSError:
+                continue  # closed meanwhile: one closing fd must not hide the rest of the process's
     return None
 
 
