@@ -11,16 +11,13 @@ from __future__ import annotations
 
 import base64
 import logging
-from collections.abc import Awaitable
 from typing import Any
 
 import faust
 
-from engine.clock import now_ms
-from schemas.codec import encode
 from schemas.errors import AuditError
 from schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
-from topics.catalog import DLQ, MAX_MESSAGE_BYTES
+from topics.catalog import MAX_MESSAGE_BYTES
 from workers import faust_local, metrics
 from workers.security import faust_credentials
 from workers.settings import Settings, load_settings
@@ -79,11 +76,6 @@ def make_app(role: str, settings: Settings | None = None, app_id: str | None = N
     return app, settings
 
 
-def raw_topic(app: faust.App, *names: str) -> Any:
-    """A Faust topic of raw bytes keys and values (our codec does the JSON)."""
-    return app.topic(*names, key_type=bytes, value_type=bytes, key_serializer="raw", value_serializer="raw")
-
-
 def dead_letter_record(
     raw: bytes, topic: str, partition: int, offset: int, key: bytes | None, role: str, error: AuditError, now: int
 ) -> DLQRecord:
@@ -97,27 +89,3 @@ def dead_letter_record(
         role=role, error_code=str(error.code), error=error.message[:2000],
         request_id=error.request_id, failed_at_ms=now,
     )
-
-
-class DeadLetters:
-    """Routes a bad record to ``audit.dlq`` with its original bytes, source position and reason."""
-
-    def __init__(self, app: faust.App, role: str) -> None:
-        self.role = role
-        self.topic = raw_topic(app, DLQ)
-
-    async def send(self, event: Any, error: AuditError) -> Awaitable[Any]:
-        """Publish a :class:`DLQRecord` for ``event`` (a Faust event) and count it. Returns the
-        delivery (await it for the broker's acknowledgement; it raises if delivery failed)."""
-        msg = event.message
-        record = dead_letter_record(
-            event.value or b"", msg.topic, msg.partition, msg.offset, msg.key, self.role, error, now_ms()
-        )
-        log.warning(
-            "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",
-            self.role, msg.topic, msg.partition, msg.offset, error.code, error.request_id, error.message,
-        )
-        key = error.request_id.encode() if error.request_id else None
-        delivery = await self.topic.send(key=key, value=encode(record))
-        metrics.DLQ_RECORDS.labels(self.role, str(error.code)).inc()
-        return delivery

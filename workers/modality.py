@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import faust
-from confluent_kafka import OFFSET_INVALID, Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from PIL import Image, ImageDraw
 
 from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
@@ -58,10 +58,10 @@ from schemas.messages import MediaItem, ModalityTask
 from topics.catalog import DLQ, SCORES, lane_topic
 from workers import metrics
 from workers.acks import InOrderAcks
-from workers.app import dead_letter_record, make_app
+from workers.app import make_app
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
-from workers.stream import DeliveryTracker, consume_batch
+from workers.stream import DeliveryTracker, consume_batch, dead_letter_output
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -280,14 +280,7 @@ class LaneIntake:
 
     def dead_letter(self, work: Work, error: AuditError) -> None:
         """Hand ``work``'s DLQ record (original bytes, position, reason) to the producer."""
-        m = work.message
-        record = dead_letter_record(m.value() or b"", m.topic(), m.partition(), m.offset(), m.key(), self.role, error, wall_now_ms())
-        log.warning(
-            "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",
-            self.role, m.topic(), m.partition(), m.offset(), error.code, error.request_id, error.message,
-        )
-        self.produce(DLQ, error.request_id.encode() if error.request_id else None, encode(record))
-        metrics.DLQ_RECORDS.labels(self.role, str(error.code)).inc()
+        self.produce(DLQ, *dead_letter_output(self.role, work.message, error))
 
     async def delivered(self, executor: ThreadPoolExecutor) -> None:
         """Wait until the broker acknowledged every output handed over so far. Raises

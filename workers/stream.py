@@ -54,6 +54,18 @@ def consume_batch(consumer: Consumer, max_records: int, timeout_s: float) -> lis
     return messages
 
 
+def dead_letter_output(role: str, m: Message, error: AuditError) -> tuple[bytes | None, bytes]:
+    """The ``(key, value)`` of the ``audit.dlq`` record for the bad record ``m`` (original
+    bytes, source position, reason; keyed by the request id when readable); logs and counts it."""
+    record = dead_letter_record(m.value() or b"", m.topic(), m.partition(), m.offset(), m.key(), role, error, now_ms())
+    log.warning(
+        "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",
+        role, m.topic(), m.partition(), m.offset(), error.code, error.request_id, error.message,
+    )
+    metrics.DLQ_RECORDS.labels(role, str(error.code)).inc()
+    return (error.request_id.encode() if error.request_id else None), encode(record)
+
+
 class DeliveryFailed(RuntimeError):
     """An output was not acknowledged by the broker after the producer's retries."""
 
@@ -145,14 +157,7 @@ class BatchLoop:
 
     def dead_letter(self, role: str, m: Message, error: AuditError) -> None:
         """Route the bad record ``m`` to ``audit.dlq`` (original bytes, position, reason) and count it."""
-        raw = m.value() or b""
-        record = dead_letter_record(raw, m.topic(), m.partition(), m.offset(), m.key(), role, error, now_ms())
-        log.warning(
-            "dlq role=%s topic=%s partition=%s offset=%s code=%s request_id=%s: %s",
-            role, m.topic(), m.partition(), m.offset(), error.code, error.request_id, error.message,
-        )
-        self.produce(DLQ, error.request_id.encode() if error.request_id else None, encode(record))
-        metrics.DLQ_RECORDS.labels(role, str(error.code)).inc()
+        self.produce(DLQ, *dead_letter_output(role, m, error))
 
     def checkpoint(self, partitions: list[int] | None = None) -> None:
         """Flush the producer, fail on any lost output, then commit (order in the module doc)."""
