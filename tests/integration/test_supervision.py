@@ -117,15 +117,17 @@ def test_no_child_outlives_a_supervisor_killed_with_sigkill(tmp_path: Path) -> N
     try:
         for line in sup.stdout:  # type: ignore[union-attr]
             m = re.search(r"(embedded broker|started router-0|restarted router-0).*?pid (\d+)", line)
-            if m:
-                pids[m.group(1)] = int(m.group(2))
-            if "started router-0" in line:  # kill the worker: the supervisor thread starts the next one
-                os.kill(int(m.group(2)), signal.SIGKILL)  # type: ignore[union-attr]
-            if "restarted router-0" in line:
+            if not m:
+                continue
+            pids[m.group(1)] = int(m.group(2))
+            # the group, not a substring test: "restarted router-0" contains "started router-0"
+            if m.group(1) == "started router-0":  # kill the worker: the supervisor thread starts the next one
+                os.kill(int(m.group(2)), signal.SIGKILL)
+            if m.group(1) == "restarted router-0":
                 break
         assert set(pids) == {"embedded broker", "started router-0", "restarted router-0"}, pids
         children = [pids["embedded broker"], pids["restarted router-0"]]
-        assert all(alive(p) for p in children)
+        assert all(alive(p) for p in children), {p: alive(p) for p in children}
         sup.send_signal(signal.SIGKILL)
         sup.wait(10)
         wait_for(lambda: not any(alive(p) for p in children), 10, f"children {children} to die with their supervisor")
