@@ -46,21 +46,24 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def load_manifest() -> dict:
-    """``artifacts/manifest.json`` as a dict. Raises :class:`ArtifactError` if absent."""
-    if not MANIFEST.exists():
-        raise ArtifactError(f"{MANIFEST} not found: run `rtaudit text train`")
-    return json.loads(MANIFEST.read_text())
+def load_manifest(artifacts_dir: Path | None = None) -> dict:
+    """``manifest.json`` of ``artifacts_dir`` (default: the shipped ``artifacts/``) as a dict.
+    Raises :class:`ArtifactError` if absent."""
+    manifest = (artifacts_dir or ARTIFACTS) / "manifest.json"
+    if not manifest.exists():
+        raise ArtifactError(f"{manifest} not found: run `rtaudit text train`")
+    return json.loads(manifest.read_text())
 
 
-def verified_path(name: str) -> Path:
-    """Path of artifact ``name`` after checking its sha256 against the manifest.
+def verified_path(name: str, artifacts_dir: Path | None = None) -> Path:
+    """Path of artifact ``name`` in ``artifacts_dir`` (default: the shipped ``artifacts/``) after
+    checking its sha256 against that directory's manifest.
 
     Raises:
         ArtifactError: the file or its manifest entry is missing, or the sha256 differs.
     """
-    path = ARTIFACTS / name
-    entry = load_manifest().get("artifacts", {}).get(name)
+    path = (artifacts_dir or ARTIFACTS) / name
+    entry = load_manifest(artifacts_dir).get("artifacts", {}).get(name)
     if entry is None or not path.exists():
         raise ArtifactError(f"artifact {name} missing (file or manifest entry): run `rtaudit text train`")
     got = sha256_file(path)

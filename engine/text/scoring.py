@@ -31,10 +31,11 @@ import time
 import unicodedata
 from dataclasses import dataclass, field
 from importlib import metadata
+from pathlib import Path
 
 import numpy as np
 
-from engine.text.heads import ChineseModel, EnglishHead, load_manifest
+from engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
 from engine.text.normalize import NormalizedText, normalize
 
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
@@ -126,21 +127,24 @@ class TextScorer:
         intra_op_threads: onnxruntime intra-op threads of the encoder session (0: onnxruntime's default).
         encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``engine.text.encoder.resolve_precision``);
             ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
+        artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``
+            (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``.
     Raises:
         engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
-                 intra_op_threads: int = 0, encoder_precision: str | None = None) -> None:
+                 intra_op_threads: int = 0, encoder_precision: str | None = None,
+                 artifacts_dir: Path | None = None) -> None:
         from engine.models.profanity import ProfanityScorer
         from engine.text.encoder import MiniLMEncoder
 
         self.lexical = ProfanityScorer()
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
                                      precision=encoder_precision)
-        self.head = EnglishHead.load()
-        self.zh = ChineseModel.load()
-        manifest = load_manifest()
+        self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
+        self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
+        manifest = load_manifest(artifacts_dir)
         self.evidence_min = evidence_min
         self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
         self.categories = tuple(self.head.categories)
