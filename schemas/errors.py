@@ -49,6 +49,7 @@ class ErrorCode(StrEnum):
     INFERENCE_FAILED = "inference_failed"
     ROUTING_FAILED = "routing_failed"
     THROTTLED = "throttled"
+    CONTROL_REJECTED = "control_rejected"
 
 
 class AuditError(Exception):
@@ -124,3 +125,10 @@ class Throttled(AuditError):
 
     code = ErrorCode.THROTTLED
     to_dlq = False
+
+
+class ControlRejected(AuditError):
+    """An ``audit.control`` record that is malformed, stale or fails its compare-and-swap
+    (:mod:`engine.control`): it goes to the DLQ with the reason; the subject keeps its version in force."""
+
+    code = ErrorCode.CONTROL_REJECTED

@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
-from schemas import messages
+from schemas import control, messages
 
 SCHEMA_DIR = Path(__file__).parent / "json"
 
@@ -24,6 +24,8 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "fusion_tick": messages.FusionTick,
     "verdict": messages.Verdict,
     "dlq_record": messages.DLQRecord,
+    "control_message": control.ControlMessage,
+    "heartbeat": control.Heartbeat,
 }
 
 

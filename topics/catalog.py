@@ -21,6 +21,9 @@ REQUESTS = "audit.requests"
 SCORES = "audit.scores"
 VERDICTS = "audit.verdicts"
 CONTROL = "audit.control"
+STATUS = "audit.status"
+#: Retention of ``audit.status`` heartbeats, ms (1 hour: only the latest per worker matters).
+STATUS_RETENTION_MS = 3600 * 1000
 DLQ = "audit.dlq"
 MODALITIES = ("text", "image", "audio", "video")
 LANES = ("hi", "lo")
@@ -70,9 +73,13 @@ def catalog(partitions: int = DEFAULT_PARTITIONS) -> list[TopicSpec]:
         _data(VERDICTS, "Verdict JSON", partitions),
         _data(DLQ, "DLQRecord JSON (original bytes base64 + reason)", partitions),
         TopicSpec(
-            CONTROL, 1, "subject: model:<name> | priority:<tenant> | policy:<tenant>",
-            "versioned control update JSON; null value = tombstone",
+            CONTROL, 1, "subject: model:<stage> | rollout:<stage> | policy:<tenant> | priority:<tenant>",
+            "ControlMessage JSON (schemas.control); null value = tombstone",
             {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
+        ),
+        TopicSpec(
+            STATUS, 1, "worker id", "Heartbeat JSON (schemas.control), every few seconds from every worker",
+            {"cleanup.policy": "delete", "retention.ms": str(STATUS_RETENTION_MS)},
         ),
     ]
     return specs

@@ -75,6 +75,22 @@ RESTARTS = Counter(
     "Processes restarted by the fleet supervisor (rtaudit up), per role (broker: the embedded broker).", ["role"]
 )
 
+CONTROL_REJECTED = Counter(
+    "rtaudit_control_rejected_total",
+    "audit.control records this process rejected (malformed, stale, cas_conflict), per role and code.", ["role", "code"]
+)
+CONTROL_APPLIED_OFFSET = Gauge(
+    "rtaudit_control_applied_offset", "Next audit.control offset this process will apply.", ["role"]
+)
+MODEL_SWAPS = Counter(
+    "rtaudit_model_swaps_total", "Model versions made ready (loaded, verified, warmed, golden set passed), per stage.",
+    ["stage", "outcome"]
+)
+CANARY_ACTIONS = Counter(
+    "rtaudit_canary_actions_total", "Automatic canary promotions and rollbacks published by this process.",
+    ["stage", "action"]
+)
+
 
 def tenant_label(tenant_id: str, known: Collection[str]) -> str:
     """``tenant_id`` when the settings name it (a bounded set), else ``other``: keeps label cardinality low."""

@@ -59,3 +59,16 @@ on_incomplete = "review"
         yield fleet, settings
     finally:
         fleet.stop()
+
+
+@pytest.fixture(scope="module")
+def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+    """A fresh embedded broker with the topic catalogue and no workers (for control-plane tests)."""
+    from topics.admin import ensure_topics
+    from topics.catalog import catalog
+    from workers.broker import EmbeddedBroker
+
+    settings = Settings(embedded_port=free_port(), state_dir=tmp_path_factory.mktemp("state"))
+    with EmbeddedBroker(settings.embedded_port):
+        ensure_topics(settings.bootstrap, catalog(settings.partitions))
+        yield settings
