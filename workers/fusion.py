@@ -23,6 +23,8 @@ go to the producer without awaiting each delivery; the checkpoint waits once.
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import time
 
@@ -59,7 +61,7 @@ class FusionLoop(BatchLoop):
     """
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(settings, GROUP_ID, [SCORES])
+        super().__init__(settings, GROUP_ID, [SCORES], control_role=ROLE)
         self.fusion = Fusion(settings.policies, grace_ms=settings.fusion_grace_ms, retention_ms=settings.fusion_retention_ms)
         self.tables: dict[int, PendingTable] = {}
         self.known_tenants = set(settings.tenants)
@@ -137,6 +139,7 @@ class FusionLoop(BatchLoop):
     # -- records -------------------------------------------------------------------
     def handle(self, records: list[Message]) -> None:
         now = now_ms()
+        self._follow_policies()
         for m in records:
             table = self.tables.get(m.partition())
             if table is None:
@@ -153,7 +156,18 @@ class FusionLoop(BatchLoop):
             if decision is not None:
                 self._emit(decision, m.partition())
 
+    def _follow_policies(self) -> None:
+        """Decide with the control topic's tenant policies (``policy:<tenant>``) from the next record on."""
+        if self.control is None:
+            return
+        policies = self.policies()
+        if policies is not self.fusion.policies:
+            self.fusion = dataclasses.replace(self.fusion, policies=policies)
+            for table in self.tables.values():
+                table.fusion = self.fusion
+
     def tick(self) -> None:
+        self._follow_policies()
         now = now_ms()
         for partition, table in self.tables.items():
             for decision in table.due(now):

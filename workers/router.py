@@ -17,6 +17,7 @@ rejection manifest so the producer still receives a verdict that says why.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 from confluent_kafka import Message, TopicPartition
@@ -57,7 +58,7 @@ class RouterLoop(BatchLoop):
     """The router's batch loop; commits, per partition, the offset after the last record routed."""
 
     def __init__(self, settings: Settings) -> None:
-        super().__init__(settings, GROUP_ID, [REQUESTS])
+        super().__init__(settings, GROUP_ID, [REQUESTS], control_role=ROLE)
         self.router = Router(policies=settings.policies, media_policy=settings.media.policy())
         self.next_offset: dict[int, int] = {}
         self.quotas = TenantQuotas()
@@ -79,6 +80,10 @@ class RouterLoop(BatchLoop):
 
     def handle(self, records: list[Message]) -> None:
         now = now_ms()
+        if self.control is not None:  # the control topic's policy and priority changes, within one batch
+            policies = self.policies()
+            if policies is not self.router.policies:
+                self.router = dataclasses.replace(self.router, policies=policies)
         for m in records:
             raw = m.value() or b""
             try:

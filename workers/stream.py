@@ -30,11 +30,15 @@ from schemas.codec import encode
 from schemas.errors import AuditError
 from topics.catalog import DLQ
 from workers import metrics
+from engine.policy import PolicyBook
 from workers.app import dead_letter_record
+from workers.control import ControlPlane
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
 
 log = logging.getLogger(__name__)
+#: how long a loop waits at start for the control topic to be read to its end, s.
+CONTROL_CATCH_UP_S = 15.0
 
 
 def consume_batch(consumer: Consumer, max_records: int, timeout_s: float) -> list[Message]:
@@ -106,11 +110,15 @@ class BatchLoop:
         poll_timeout_s: longest wait for the first record of a batch, s (also the
             granularity of :meth:`tick`).
         commit_interval_s: seconds between checkpoints.
+        control_role: when set, the loop runs a :class:`workers.control.ControlPlane` for that
+            role (reader of ``audit.control``, heartbeats) from :meth:`run` until it ends, and
+            :meth:`policies` gives the tenant policies with the control topic's changes.
     """
 
     def __init__(
         self, settings: Settings, group_id: str, topics: list[str], *, batch_size: int = 2000,
-        poll_timeout_s: float = 0.02, commit_interval_s: float = 0.5, **consumer_extra: Any,
+        poll_timeout_s: float = 0.02, commit_interval_s: float = 0.5, control_role: str | None = None,
+        **consumer_extra: Any,
     ) -> None:
         self.settings = settings
         self.group_id = group_id
@@ -123,6 +131,20 @@ class BatchLoop:
         self.consumer = Consumer(consumer_config(settings, group_id, **consumer_extra))
         self._stop = threading.Event()
         self._failed = False
+        self.control: ControlPlane | None = None
+        if control_role is not None:
+            self.control = ControlPlane(settings, control_role, dead_letters=control_role == "router", status=self.status)
+
+    def policies(self) -> PolicyBook:
+        """The settings' tenant policies with the control topic's ``policy:`` and unexpired
+        ``priority:`` records applied (the same object until something changes)."""
+        if self.control is None:
+            return self.settings.policies
+        return self.control.policy_book(self.settings.policies)
+
+    def status(self) -> dict[str, Any]:
+        """The role's own heartbeat fields (:class:`schemas.control.Heartbeat`); none by default."""
+        return {}
 
     # -- hooks ---------------------------------------------------------------------
     def handle(self, records: list[Message]) -> None:
@@ -188,6 +210,11 @@ class BatchLoop:
     def run(self) -> None:
         """Consume, handle, tick and checkpoint until :meth:`stop`. Raises
         :class:`DeliveryFailed` (and whatever a hook raises): the caller crashes the worker."""
+        if self.control is not None:
+            self.control.start()
+            if not self.control.wait_caught_up(CONTROL_CATCH_UP_S):
+                log.warning("%s: audit.control not read to its end within %.0f s; starting with what was applied",
+                            self.group_id, CONTROL_CATCH_UP_S)
         self.consumer.subscribe(self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost)
         next_checkpoint = time.monotonic() + self.commit_interval_s
         try:
@@ -213,6 +240,8 @@ class BatchLoop:
             raise
         finally:
             self.consumer.close()  # leaves the group (revoke → final checkpoint, unless it failed)
+            if self.control is not None:
+                self.control.stop()
 
     def stop(self) -> None:
         """Ask :meth:`run` to finish its batch, checkpoint and leave the group."""

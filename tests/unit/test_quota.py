@@ -169,6 +169,7 @@ class FakeMessage:
 def router_loop(policy: TenantPolicy) -> RouterLoop:
     settings = load_settings()
     r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
+    r.control = None  # no control topic: the policies given here stay
     r.router = Router(policies=PolicyBook(tenants={"flood": policy}), media_policy=settings.media.policy())
     r.next_offset, r.quotas, r.outputs = {}, TenantQuotas(), []
     r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]

@@ -43,6 +43,7 @@ def loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path))
     settings = load_settings()
     r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
+    r.control = None  # no control topic: the policies given here stay
     from engine.routing import Router
 
     r.router = Router(policies=settings.policies, media_policy=settings.media.policy())
