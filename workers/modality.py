@@ -34,8 +34,6 @@ Flow (one process: an intake thread, the event loop, one inference thread):
 from __future__ import annotations
 
 import asyncio
-import base64
-import io
 import logging
 import threading
 import time
@@ -46,22 +44,21 @@ from typing import Any
 
 import faust
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from PIL import Image, ImageDraw
-
 from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
-from engine.clock import now_ms as wall_now_ms
 from engine.models import ModelStage
-from engine.stage import BatchResult, process_batch
+from engine.stage import BatchResult
 from schemas.codec import decode, encode
 from schemas.errors import AuditError
-from schemas.messages import MediaItem, ModalityTask
+from schemas.messages import ModalityTask
 from topics.catalog import DLQ, SCORES, lane_topic
 from workers import metrics
 from workers.acks import InOrderAcks
 from workers.app import make_app
 from workers.kafka import consumer_config, producer_config
 from workers.settings import Settings
-from workers.stream import DeliveryTracker, consume_batch, dead_letter_output
+from workers.control import ControlConflict, ControlPlane, publish
+from workers.serving import LazyStage, ServingSet, bundle_loader
+from workers.stream import CONTROL_CATCH_UP_S, DeliveryTracker, consume_batch, dead_letter_output
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -74,53 +71,8 @@ INTAKE_BATCH = 1000
 INTAKE_POLL_S = 0.05
 #: seconds between offset commits of the acked prefix.
 COMMIT_INTERVAL_S = 0.5
-
-
-class LazyStage:
-    """Loads a model stage once, in a worker thread, at start-up (never at import time)."""
-
-    def __init__(self, factory: Callable[[Settings], ModelStage], settings: Settings) -> None:
-        self._factory = factory
-        self._settings = settings
-        self._stage: ModelStage | None = None
-        self._lock = threading.Lock()
-
-    def get(self) -> ModelStage:
-        with self._lock:
-            if self._stage is None:
-                self._stage = self._factory(self._settings)
-                log.info("loaded %s model %s", self._stage.stage, self._stage.model)
-            return self._stage
-
-    def warm(self, modality: str) -> float:
-        """Load the model and run one :func:`warmup_task` batch through it (onnxruntime's first
-        run allocates and plans); seconds taken. Raises ``RuntimeError`` when the warm-up item
-        fails: a worker that cannot score it should crash at start, not after joining."""
-        started = time.perf_counter()
-        stage = self.get()
-        result = process_batch(stage, [warmup_task(modality)])
-        if result.partials[0].status != "ok":
-            raise RuntimeError(f"{stage.stage} warm-up batch failed: {dict(result.failures)}")
-        took = time.perf_counter() - started
-        log.info("warmed %s model %s in %.2f s (before joining the consumer group)", stage.stage, stage.model, took)
-        return took
-
-
-def warmup_task(modality: str) -> ModalityTask:
-    """One small task of ``modality``: a short text, or a 240×48 px PNG with two rendered
-    words (OCR's detector and recogniser both run on it)."""
-    t = wall_now_ms()
-    content: dict[str, Any] = {"text": "warm up the model"}
-    if modality != "text":
-        img = Image.new("RGB", (240, 48), "white")
-        ImageDraw.Draw(img).text((10, 16), "warm up", fill="black")
-        buf = io.BytesIO()
-        img.save(buf, format="PNG")
-        content = {"media": MediaItem(type="image", data_b64=base64.b64encode(buf.getvalue()).decode(), name="warmup.png")}
-    return ModalityTask(
-        request_id="rtaudit-warmup", tenant_id="rtaudit-warmup", part=f"{modality}:0", modality=modality,  # type: ignore[arg-type]
-        lane="hi", created_at_ms=t, deadline_ms=t + 600_000, routed_at_ms=t, **content,
-    )
+#: longest wait at start for the bundles in force to be loaded before the group join, s.
+MODEL_LOAD_TIMEOUT_S = 300.0
 
 
 #: a partition: ``(topic, partition)``.
@@ -399,6 +351,19 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     topic_names = {lane: lane_topic(modality, lane) for lane in LANE_NAMES}
     lanes_by_topic: dict[str, LaneName] = {name: lane for lane, name in topic_names.items()}
     stage = LazyStage(factory, settings)
+    control = ControlPlane(settings, role, status=lambda: {
+        "serving": [serving.status()], "health": "ok" if serving.settled() else "loading"})
+
+    def publisher(subject: str, payload: Any, reason: str, expects: int) -> None:
+        try:
+            publish(settings, subject, payload, author=f"auto:{control.worker_id}", reason=reason,
+                    expects=None if expects < 0 else expects)
+        except ControlConflict as exc:  # another replica published the same decision first
+            log.info("%s: %s not published (%s): %s", control.worker_id, subject, exc.code, exc)
+
+    serving = ServingSet(role, stage.get, bundle_loader(settings), publisher, author=f"auto:{control.worker_id}")
+    control.listen(serving.on_control)
+    app.rtaudit_control, app.rtaudit_serving = control, serving  # type: ignore[attr-defined]  # for tests and status
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
     io_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{role}-io")
     batcher: Batcher[Work] = Batcher(settings.batch.config(role))
@@ -412,7 +377,13 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         (before, a new replica took partitions and they waited for its model load:
         benchmarks/replica_join.py)."""
         await first_start()
-        await asyncio.get_running_loop().run_in_executor(executor, stage.warm, modality)
+        loop = asyncio.get_running_loop()
+        await loop.run_in_executor(executor, stage.warm, modality)
+        serving.start()
+        control.start()  # the versions in force are loaded before the group join too
+        if not await loop.run_in_executor(None, control.wait_caught_up, CONTROL_CATCH_UP_S):
+            log.warning("%s: audit.control not read to its end within %.0f s", role, CONTROL_CATCH_UP_S)
+        await loop.run_in_executor(None, serving.wait_settled, MODEL_LOAD_TIMEOUT_S)
 
     app.on_first_start = load_before_join  # type: ignore[method-assign]
 
@@ -436,17 +407,19 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             await intake.delivered(io_executor)
             intake.finish(bad)
 
-    async def infer(model_stage: ModelStage, batch: Batch[Work]) -> tuple[list[Work], BatchResult]:
-        """Run ``batch`` (live and expired items) through the stage in the inference thread."""
+    async def infer(batch: Batch[Work]) -> tuple[list[Work], BatchResult]:
+        """Run ``batch`` (live and expired items) through the versions served (:class:`ServingSet`),
+        in the inference thread."""
         works = [p.payload for p in batch.items + batch.expired]
         tasks = [w.task for w in works]  # only decoded records enter the batcher
         assert all(t is not None for t in tasks)
         started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(executor, process_batch, model_stage, tasks)
+        result = await asyncio.get_running_loop().run_in_executor(executor, serving.score, tasks)
         if batch.items:
             batcher.observe_duration(len(batch.items), time.perf_counter() - started)
             metrics.BATCH_SIZE.labels(role).observe(len(batch.items))
-            metrics.INFERENCE_SECONDS.labels(role, model_stage.model.name).observe(result.inference_s)
+            model_name = result.partials[0].model.name if result.partials else role
+            metrics.INFERENCE_SECONDS.labels(role, model_name).observe(result.inference_s)
         metrics.BATCH_CLOSES.labels(role, batch.reason).inc()
         return works, result
 
@@ -478,7 +451,6 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         loop = asyncio.get_running_loop()
         intake = state["intake"] = LaneIntake(settings, role, list(topic_names.values()), lanes_by_topic, batcher, accept)
         intake_done = loop.run_in_executor(None, intake.run, loop)
-        model_stage = await loop.run_in_executor(executor, stage.get)
         emitting: asyncio.Task[None] | None = None
         next_batch: asyncio.Task[Batch[Work]] | None = None
         try:
@@ -489,7 +461,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                     intake_done.result()  # re-raises the intake thread's failure
                     raise RuntimeError(f"{role} intake thread stopped")
                 batch = next_batch.result()
-                works, result = await infer(model_stage, batch)
+                works, result = await infer(batch)
                 if emitting is not None:
                     await emitting  # in order; re-raises an emit failure
                 emitting = asyncio.create_task(emit(batch, works, result))
@@ -499,6 +471,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                     t.cancel()
             intake.stop()
             await asyncio.wait({intake_done}, timeout=10)
+            control.stop()
             raise
         except Exception as exc:  # a dead batch loop would stall the worker silently: crash it
             log.exception("%s batch loop failed; crashing the worker (unacked records are replayed)", role)

@@ -14,7 +14,8 @@ from PIL import Image
 from engine.batcher import Batcher, BatcherConfig
 from engine.models import StageOutput
 from schemas.messages import ModelRef
-from workers.modality import LaneControl, LazyStage, modality_app, warmup_task
+from workers.modality import LaneControl, modality_app
+from workers.serving import LazyStage, warmup_task
 
 
 class CountingStage:
@@ -67,10 +68,14 @@ async def test_the_model_is_warm_when_the_app_first_starts(tmp_path, monkeypatch
     """Faust awaits ``App.on_first_start`` before it starts the consumer and the agents."""
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("RTAUDIT_METRICS_PORT", "0")
+    monkeypatch.setattr("workers.modality.CONTROL_CATCH_UP_S", 0.1)  # no broker here: do not wait for audit.control
     stage = CountingStage()
     app = modality_app("text", "text", lambda s: stage)
     assert stage.batches == 0  # nothing is loaded when the app is built (import time)
-    await app.on_first_start()
+    try:
+        await app.on_first_start()
+    finally:
+        app.rtaudit_control.stop()
     assert stage.batches == 1
 
 
