@@ -53,12 +53,18 @@ Publisher = Callable[[str, Any, str, int], None]
 
 
 def bundle_loader(settings: Settings) -> Loader:
-    """The production :data:`Loader`: :func:`engine.bundle.ready_stage` on the bundle's ``file://`` directory."""
+    """The production :data:`Loader`: :func:`engine.bundle_stage.ready_stage` on the bundle's
+    ``file://`` directory, checked against the record's sha256 (raises ``BundleError``)."""
 
     def load(ref: BundleRef) -> ModelStage:
-        from engine.bundle import ready_stage
+        from engine.bundle import uri_path
+        from engine.bundle_stage import ready_stage
 
-        return ready_stage(ref, settings)
+        ready = ready_stage(uri_path(ref.uri), settings, sha256=ref.sha256)
+        log.info("%s bundle %s: verified in %.0f ms, loaded in %.0f ms, %d golden cases in %.0f ms, warm-up ms per "
+                 "batch size %s", ref.stage, ref.version, ready.verify_ms, ready.load_ms, ready.golden,
+                 ready.golden_ms, ready.warm_ms)
+        return ready.stage
 
     return load
 
@@ -108,6 +114,8 @@ class ServingSet:
         self._names: dict[str, str] = {}  # bundle sha256 → version name
         self._loading: set[str] = set()
         self._model: ModelPayload | None = None
+        #: the stable bundle in service: kept until the one in force is ready (forever when that one fails)
+        self._current: BundleRef | None = None
         self._rollout: RolloutPayload | None = None
         self._rollout_version = 0
         self._judge: CanaryJudge | None = None
@@ -138,6 +146,7 @@ class ServingSet:
             if version != self._rollout_version:
                 self._judge = CanaryJudge(rollout.triggers, time.monotonic()) if rollout is not None and rollout.active else None
                 self._rollout, self._rollout_version = rollout, version
+            self._take_model_in_force()
             wanted = self._wanted()
             for sha in list(self._ready):  # released after the batch that holds it (snapshots keep a reference)
                 if sha not in {r.sha256 for r in wanted}:
@@ -152,8 +161,20 @@ class ServingSet:
                 self._judge.record_failure(self._failed[candidate.sha256])
         self._act()
 
+    def _take_model_in_force(self) -> None:
+        """When the ``model:<stage>`` bundle is ready, it becomes the stable version in service
+        (the next batch takes it) and the previous one is released unless a record still names it.
+        Called with the lock held."""
+        if self._model is None or self._model.bundle.sha256 not in self._ready:
+            return
+        previous, self._current = self._current, self._model.bundle
+        if previous is not None and previous.sha256 not in {r.sha256 for r in self._wanted()}:
+            self._ready.pop(previous.sha256, None)
+
     def _wanted(self) -> list[BundleRef]:
         refs = [self._model.bundle] if self._model is not None else []
+        if self._current is not None:
+            refs.append(self._current)
         if self._rollout is not None and self._rollout.active:
             refs.append(self._rollout.candidate)
             if self._rollout.stable is not None:
@@ -186,6 +207,7 @@ class ServingSet:
                 self._loading.discard(ref.sha256)
                 if ref.sha256 in {r.sha256 for r in self._wanted()}:
                     self._ready[ref.sha256] = stage
+                self._take_model_in_force()
 
     def settled(self) -> bool:
         """True when nothing is loading (every bundle in force is ready or failed)."""
@@ -214,6 +236,8 @@ class ServingSet:
                 stable = self._ready.get(rollout.stable.sha256)
             if stable is None and self._model is not None:
                 stable = self._ready.get(self._model.bundle.sha256)
+            if stable is None and self._current is not None:  # the model in force is loading, or failed
+                stable = self._ready.get(self._current.sha256)
             candidate = self._ready.get(rollout.candidate.sha256) if rollout is not None else None
             version = self._rollout_version
         return Snapshot(stable or self._builtin(), candidate, rollout if candidate is not None else None, version)

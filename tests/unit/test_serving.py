@@ -167,3 +167,12 @@ def test_a_healthy_canary_is_promoted_step_by_step_then_becomes_the_model() -> N
     assert h.state.model("text").bundle.version == "v2"  # type: ignore[union-attr]
     assert set(h.score(IDS).values()) == {"v2"}
     assert h.serving.status().loaded == ["v2"]  # v1 released once nothing names it
+
+
+def test_a_model_that_fails_verification_leaves_the_version_in_service_serving() -> None:
+    h = Harness({"v1": VersionStage("v1")}, broken={"v2"})
+    h.apply("model:text", ModelPayload(bundle=ref("v1")))
+    h.apply("model:text", ModelPayload(bundle=ref("v2")))
+    assert set(h.score(IDS[:20]).values()) == {"v1"}
+    status = h.serving.status()
+    assert status.weights == {"v1": 100.0} and "sha256 mismatch" in status.failed["v2"]
