@@ -352,7 +352,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     lanes_by_topic: dict[str, LaneName] = {name: lane for lane, name in topic_names.items()}
     stage = LazyStage(factory, settings)
     control = ControlPlane(settings, role, status=lambda: {
-        "serving": [serving.status()], "health": "ok" if serving.settled() else "loading"})
+        "serving": [serving.status()], "health": "ok" if serving.settled() else "loading", "lag": batcher.stats().lag})
 
     def publisher(subject: str, payload: Any, reason: str, expects: int) -> None:
         try:
