@@ -24,6 +24,8 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
 app.add_typer(text_app, name="text")
+from workers.cli_control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
+app.add_typer(control_app, name="control")
 #: ../shared/data beside the repository, the default for --data.
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DataOpt = Annotated[Path, typer.Option("--data", help="root of the labeled data (holds text/davidson, text/olid, ...)")]
