@@ -40,16 +40,18 @@ class NudityStage:
     at most :attr:`max_side_px` pixels) for the detector.
 
     ``intra_op_threads``: onnxruntime intra-op threads of the detector session (0: onnxruntime's default).
+    ``model_path``: the detector's ONNX file (a model bundle's ``320n.onnx``); ``None``: the one in the ``nudenet`` package.
     """
 
     stage = "image"
 
-    def __init__(self, media_policy: MediaPolicy, *, prefer_gpu: bool = True, intra_op_threads: int = 0) -> None:
+    def __init__(self, media_policy: MediaPolicy, *, prefer_gpu: bool = True, intra_op_threads: int = 0,
+                 model_path: str | os.PathLike[str] | None = None) -> None:
         import nudenet
         from nudenet import NudeDetector
 
-        path = os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx")
-        self._detector = NudeDetector()
+        path = os.fspath(model_path) if model_path else os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx")
+        self._detector = NudeDetector(model_path=path)
         # nudenet 3.4 ignores its providers argument: give it a session that may use CUDA.
         self._detector.onnx_session = session(path, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
         self.media_policy = media_policy
