@@ -26,6 +26,8 @@ text_app = typer.Typer(help="Build and train the text models (engine/text).", no
 app.add_typer(text_app, name="text")
 from workers.cli_control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
 app.add_typer(control_app, name="control")
+from workers.cli_model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
+app.add_typer(model_app, name="model")
 #: ../shared/data beside the repository, the default for --data.
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DataOpt = Annotated[Path, typer.Option("--data", help="root of the labeled data (holds text/davidson, text/olid, ...)")]
