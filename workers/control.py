@@ -36,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from engine.clock import now_ms
 from engine.control import Applied, ControlState, Rejected, encode
 from engine.policy import PolicyBook
-from schemas.control import ControlMessage, Heartbeat, ServingStatus
+from schemas.control import BundleRef, ControlMessage, Heartbeat, ModelPayload, ServingStatus
 from schemas.errors import ControlRejected
 from topics.catalog import CONTROL, DLQ, STATUS
 from workers import metrics
@@ -153,6 +153,13 @@ def publish(settings: Settings, subject: str, payload: Any, *, author: str, reas
         raise TimeoutError(f"the {subject} record was not read back within {timeout_s} s")
     finally:
         consumer.close()
+
+
+def announce_model(settings: Settings, ref: BundleRef, author: str, reason: str | None = None) -> ControlMessage:
+    """Make ``ref`` the stage's model in force at once (``model:<stage>``, no canary: a rollout
+    goes through ``rollout:<stage>`` instead). Raises :class:`ControlConflict`, ``TimeoutError``."""
+    return publish(settings, f"model:{ref.stage}", ModelPayload(bundle=ref), author=author,
+                   reason=reason or f"publish {ref.version}")
 
 
 class ControlPlane:

@@ -46,6 +46,8 @@ from workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
+#: seconds after a model version is dropped before its memory is given back (its last batch is over by then).
+RECLAIM_AFTER_S = 5.0
 #: loads a bundle, verified, warmed and golden-checked; raises when it cannot.
 Loader = Callable[[BundleRef], ModelStage]
 #: publishes ``(subject, payload, reason, expects)`` on the control topic (blocking).
@@ -123,6 +125,8 @@ class ServingSet:
         self._jobs: queue.Queue[BundleRef] = queue.Queue()
         self._actions: queue.Queue[tuple[str, Any, str, int]] = queue.Queue()
         self._started = False
+        #: monotonic time a stage was last dropped (the loader thread gives its memory back later)
+        self._released_at: float | None = None
 
     def start(self) -> "ServingSet":
         """Start the loader thread (and the publisher thread of the worker's canary actions)."""
@@ -151,6 +155,7 @@ class ServingSet:
             for sha in list(self._ready):  # released after the batch that holds it (snapshots keep a reference)
                 if sha not in {r.sha256 for r in wanted}:
                     del self._ready[sha]
+                    self._released_at = time.monotonic()
             for ref in wanted:
                 self._names[ref.sha256] = ref.version
                 if ref.sha256 not in self._ready and ref.sha256 not in self._loading and ref.sha256 not in self._failed:
@@ -169,7 +174,8 @@ class ServingSet:
             return
         previous, self._current = self._current, self._model.bundle
         if previous is not None and previous.sha256 not in {r.sha256 for r in self._wanted()}:
-            self._ready.pop(previous.sha256, None)
+            if self._ready.pop(previous.sha256, None) is not None:
+                self._released_at = time.monotonic()
 
     def _wanted(self) -> list[BundleRef]:
         refs = [self._model.bundle] if self._model is not None else []
@@ -181,9 +187,25 @@ class ServingSet:
                 refs.append(self._rollout.stable)
         return refs
 
+    def _reclaim_if_due(self) -> None:
+        """Give a dropped stage's memory back to the OS once the batch that may still hold it is
+        over (:data:`RECLAIM_AFTER_S` later): without it, resident memory grew 11 % over 20 text
+        swaps (glibc keeps freed onnxruntime/numpy buffers), with it 0.7 % (workers.bench.bundle_memory)."""
+        released = self._released_at
+        if released is not None and time.monotonic() - released >= RECLAIM_AFTER_S:
+            self._released_at = None
+            from engine.bundle_stage import reclaim_memory
+
+            reclaim_memory()
+            log.info("%s: memory of a released model version given back", self.stage)
+
     def _load_loop(self) -> None:
         while True:
-            ref = self._jobs.get()
+            try:
+                ref = self._jobs.get(timeout=1.0)
+            except queue.Empty:
+                self._reclaim_if_due()
+                continue
             started = time.perf_counter()
             try:
                 stage = self._loader(ref)
