@@ -193,3 +193,14 @@ def test_control_messages_round_trip_as_json() -> None:
     m = msg("rollout:text", 2, 1, RolloutPayload(candidate=ref(), stable=ref("v1"), weight_pct=5, shadow=True))
     key, value = encode(m)
     assert key == b"rollout:text" and ControlMessage.model_validate(orjson.loads(value)) == m
+
+
+def test_an_invalid_weight_is_rejected_and_the_last_good_rollout_stays_in_force() -> None:
+    s = ControlState()
+    apply(s, msg("rollout:text", 1, 0, RolloutPayload(candidate=ref(), weight_pct=5)))
+    good = orjson.loads(encode(msg("rollout:text", 2, 1, RolloutPayload(candidate=ref(), weight_pct=50)))[1])
+    for bad_weight in (150, -5, "half", None):
+        value = orjson.dumps({**good, "payload": {**good["payload"], "weight_pct": bad_weight}})
+        r = s.apply(s.offset, b"rollout:text", value)
+        assert isinstance(r, Rejected) and r.code == "malformed" and "weight_pct" in r.message
+    assert s.rollout("text").weight_pct == 5 and s.version("rollout:text") == 1  # type: ignore[union-attr]
