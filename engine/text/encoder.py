@@ -259,11 +259,15 @@ def _batches(ids: list[list[int]], batch_size: int):  # type: ignore[no-untyped-
         yield idx, batch, mask
 
 
-def _tokenizer(path: Path, max_tokens: int):  # type: ignore[no-untyped-def]
+def _tokenizer(path: Path, max_tokens: int | None):  # type: ignore[no-untyped-def]
+    """The model's tokenizer, truncating at ``max_tokens`` (``None``: no truncation), no padding."""
     from tokenizers import Tokenizer
 
     tok = Tokenizer.from_file(str(path / "tokenizer.json"))
-    tok.enable_truncation(max_length=max_tokens)
+    if max_tokens is None:
+        tok.no_truncation()
+    else:
+        tok.enable_truncation(max_length=max_tokens)
     tok.no_padding()
     return tok
 
@@ -314,6 +318,7 @@ class MiniLMEncoder:
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.tokenizer = _tokenizer(model_dir(), max_tokens)
+        self._untruncated = None  # built on first use by :meth:`pieces`
         self.precision = resolve_precision(precision, on_gpu="CUDAExecutionProvider" in providers(prefer_gpu))
         self.path = ensure_encoder_onnx(self.precision)
         self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
@@ -322,6 +327,13 @@ class MiniLMEncoder:
                         else f"{source_sha256()[:12]}-op{OPSET}-int8-{INT8_RECIPE}-t{max_tokens}")
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
+
+    def pieces(self, texts: list[str]) -> list:
+        """The tokenizer's ``Encoding`` of each text whole: no truncation, no special tokens
+        (``.tokens``, ``.offsets``: what :mod:`engine.text.windows` plans windows over)."""
+        if self._untruncated is None:
+            self._untruncated = _tokenizer(model_dir(), None)
+        return self._untruncated.encode_batch(texts, add_special_tokens=False)
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text (with [CLS]/[SEP]), at most ``max_tokens`` each."""

@@ -10,7 +10,12 @@ Pipeline per batch (all steps batched):
    letters → the English model (``"en"``); else (Cyrillic, Greek, Arabic, ... text, or
    strings with almost no letters) ``"other"``: no semantic model covers it (MiniLM-L6's
    vocabulary is English), so only the lexical model's ``offensive`` score is given.
-3. English: alt-profanity-check probability (lexical) and MiniLM-L6 embedding
+3. English, whole documents: a text longer than the encoder's window (62 word pieces) is read
+   as several windows (one per sentence; sliding windows over a longer sentence; at most
+   1.3× the text's own tokens: :mod:`engine.text.windows`), all in the same batched
+   encoder call; the document's score per category is its worst window's, and the spans of
+   every flagged window are kept. A text that fits one window is scored as it is.
+   Per window: alt-profanity-check probability (lexical) and MiniLM-L6 embedding
    (semantic, ONNX) → stacked logistic head → calibrated ``offensive``, ``hate``,
    ``targeted_insult`` scores (0.5 = the dev-optimal threshold).
 4. Evidence for texts with a category at or above ``evidence_min``: each word's
@@ -37,6 +42,7 @@ import numpy as np
 
 from engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
 from engine.text.normalize import NormalizedText, normalize
+from engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
 
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
 HAN_SHARE = 0.3
@@ -197,6 +203,48 @@ class TextScorer:
             out.append(sorted(spans, key=lambda sp: -sp.score))
         return out
 
+    def _windows(self, texts: list[str]) -> list[list[tuple[int, int]]]:
+        """Character spans of the windows each normalized English text is read as (``[(0, len)]``
+        for a text that fits one window: scored exactly as it is)."""
+        size = self.encoder.max_tokens - 2
+        out: list[list[tuple[int, int]]] = [[(0, len(t))] for t in texts]
+        long = [k for k, t in enumerate(texts) if not fits_untokenized(t, size)]
+        for k, enc in zip(long, self.encoder.pieces([texts[k] for k in long]) if long else []):
+            if len(enc.ids) > size:
+                view = token_view(texts[k], enc.offsets, enc.tokens)
+                out[k] = window_chars(view, plan_windows(view, size=size))
+        return out
+
+    def _english_documents(self, norm: list[NormalizedText], evidence: bool):  # type: ignore[no-untyped-def]
+        """Scores ``float64[n, C]`` of normalized English texts (worst window per category) and,
+        with ``evidence``, their spans (every flagged window's, best first, one per original span)."""
+        texts = [n.text for n in norm]
+        plans = self._windows(texts)
+        owner = [k for k, ws in enumerate(plans) for _ in ws]
+        bounds = [w for ws in plans for w in ws]
+        win_scores, extra = self._english([texts[k][a:b] for k, (a, b) in zip(owner, bounds)], tokens=evidence)
+        scores = np.zeros((len(texts), len(self.categories)))
+        if owner:
+            np.maximum.at(scores, np.asarray(owner, dtype=np.int64), win_scores)
+        spans: list[list[Span]] = [[] for _ in texts]
+        if evidence:
+            flagged = [w for w, row in enumerate(win_scores) if row.max() >= self.evidence_min]
+            if flagged:
+                logits, hidden, offsets = extra
+                items = []
+                for w in flagged:
+                    n, (a, b) = norm[owner[w]], bounds[w]
+                    view = n if (a, b) == (0, len(n.text)) else NormalizedText(n.original, n.text[a:b], n.offsets[a:b], n.steps)
+                    items.append((view, win_scores[w], logits[w], hidden[w], offsets[w]))
+                best: list[dict[tuple[int, int], Span]] = [{} for _ in texts]
+                for w, found in zip(flagged, self._english_spans(items)):
+                    for sp in found:
+                        kept = best[owner[w]].get((sp.start, sp.end))
+                        if kept is None or sp.score > kept.score:
+                            best[owner[w]][(sp.start, sp.end)] = sp
+                spans = [sorted(b.values(), key=lambda sp: -sp.score) for b in best]
+        return scores, spans
+
     # -- Chinese -------------------------------------------------------------------------------------
     def _chinese_spans(self, n: NormalizedText, full: float) -> list[Span]:
         contrib = self.zh.char_contributions(n.text)
@@ -243,7 +291,7 @@ class TextScorer:
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]
-        en_scores, en_extra = self._english([norm[i].text for i in en_idx], tokens=evidence)
+        en_scores, en_spans = self._english_documents([norm[i] for i in en_idx], evidence)
         zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
         other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
         results: list[TextScore | None] = [None] * len(texts)
@@ -264,12 +312,8 @@ class TextScorer:
                 if evidence and p >= self.evidence_min:
                     res.spans.extend(self._chinese_spans(view, float(p)))  # type: ignore[union-attr]
         if evidence:
-            flagged = [k for k, row in enumerate(en_scores) if row.max() >= self.evidence_min]
-            if flagged:
-                logits, hidden, offsets = en_extra
-                items = [(norm[en_idx[k]], en_scores[k], logits[k], hidden[k], offsets[k]) for k in flagged]
-                for k, spans in zip(flagged, self._english_spans(items)):
-                    results[en_idx[k]].spans.extend(spans)  # type: ignore[union-attr]
+            for i, spans in zip(en_idx, en_spans):
+                results[i].spans.extend(spans)  # type: ignore[union-attr]
             for i, p in zip(zh_idx, zh_scores):
                 if p >= self.evidence_min:
                     results[i].spans.extend(self._chinese_spans(norm[i], float(p)))  # type: ignore[union-attr]
