@@ -16,6 +16,12 @@ something):
     spacing forms of combining marks (``ͺ``, ``´``), which NFKC would turn into
     a space and a bare mark, and look-alikes of a Latin letter that NFKC would
     turn into a letter that is not one (``ϲ`` → ``ς``).
+``emoji_names``
+    Pictographic emoji are read as their Unicode (CLDR) names, from the ``emoji`` package's
+    data: ``🖕`` → ``middle finger``, ``🐷`` → ``pig``, ``💩`` → ``pile of poo``; a whole ZWJ or
+    skin-tone sequence is one name, set off by spaces; every character of the name keeps the
+    span of the emoji (see :mod:`engine.text.emoji_names`). Runs before ``format_chars`` so a
+    ZWJ sequence is still whole. Letter-shaped emoji and keycaps are left to ``emoji``.
 ``format_chars``
     Removes invisible characters: category Cf (zero-width space/joiners, word
     joiner, soft hyphen, BOM, bidi controls, tags), variation selectors,
@@ -27,9 +33,8 @@ something):
     (Devanagari, Arabic, Thai, …) are kept: they are spelling there.
 ``emoji``
     Letter-shaped emoji become letters: regional indicators 🇦–🇿, negative circled
-    🅐–🅩 and negative squared 🅰–🆉 letters, ⭕ → o, ❌ → x. Pictographs (💩, 🖕)
-    are left alone: turning them into words would put words in a user's mouth;
-    the semantic model sees them as they are.
+    🅐–🅩 and negative squared 🅰–🆉 letters, ⭕ → o, ❌ → x (pictographs were named
+    by ``emoji_names``).
 ``diacritics``
     A Latin letter whose canonical decomposition is an ASCII letter plus marks
     loses the marks (``fück`` → ``fuck``, ``café`` → ``cafe``).
@@ -84,6 +89,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from engine.text.emoji_names import emoji_names
 from engine.text.separators import protected, split_letters
 
 __all__ = ["NormalizedText", "normalize"]
@@ -355,6 +361,7 @@ def _leet(text: str, spans: _Spans) -> tuple[str, _Spans]:
 
 #: (name, step, whether it can act on pure ASCII text)
 _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...] = (
+    ("emoji_names", lambda text, spans: emoji_names(text, spans, is_letter=_emoji_letter), False),
     ("format_chars", _format_chars, False),
     ("combining_marks", _combining_marks, False),
     ("emoji", _emoji, False),

@@ -100,6 +100,36 @@ def route(text: str) -> str:
     return "en" if letters >= MIN_LETTERS and latin / letters >= LATIN_SHARE else "other"
 
 
+def script_text(n: NormalizedText) -> str:
+    """The normalized text less the emoji names normalization wrote (``你好😂`` → ``你好 ``, not
+    ``你好 face with tears of joy``): what :func:`route` reads, so a Chinese or Russian post is
+    routed by what its user wrote. A name is a run of two or more characters that share one
+    original span with no letter in it (a letter-shaped emoji, ``🅵`` → ``f``, gives one)."""
+    if "emoji_names" not in n.steps:
+        return n.text
+    keep, i, size = [], 0, len(n.text)
+    while i < size:
+        j = i + 1
+        while j < size and n.offsets[j] == n.offsets[i]:
+            j += 1
+        a, b = n.offsets[i]
+        if j - i == 1 or any(c.isalpha() for c in n.original[a:b]):
+            keep.append(n.text[i:j])
+        i = j
+    return "".join(keep)
+
+
+def route_normalized(n: NormalizedText) -> str:
+    """:func:`route` of what the user wrote (:func:`script_text`); a text with fewer than
+    :data:`MIN_LETTERS` letters of its own that would go to ``"other"`` is routed with its emoji
+    names (``🖕🖕🖕``, ``ok 🖕``: the English model reads ``middle finger``)."""
+    own = script_text(n)
+    routed = route(own)
+    if routed == "other" and own is not n.text and script_counts(own)[0] < MIN_LETTERS:
+        return route(n.text)
+    return routed
+
+
 @dataclass(frozen=True)
 class Span:
     """Evidence: ``original[start:end] == text``; ``score`` in ``[0, 1]``; ``source`` says which model."""
@@ -287,7 +317,7 @@ class TextScorer:
             if not isinstance(t, str):
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
         norm = [normalize(t) for t in texts]
-        routes = [route(n.text) for n in norm]
+        routes = [route_normalized(n) for n in norm]
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]

@@ -1,0 +1,154 @@
+"""Emoji read as their names (engine.text.emoji_names, the ``emoji_names`` step of normalize): names,
+offsets back to the emoji, letter-shaped emoji left to the letter step, routing by what the user wrote."""
+
+from __future__ import annotations
+
+import csv
+
+import numpy as np
+import pytest
+
+from engine.text import normalize
+from engine.text.emoji_names import emoji_name
+from engine.text.scoring import route_normalized, script_text
+
+
+@pytest.mark.parametrize(
+    ("emoji", "name"),
+    [
+        ("🖕", "middle finger"),
+        ("🐷", "pig"),  # pig face: the animal has an emoji of its own
+        ("🐶", "dog"),
+        ("💩", "pile of poo"),
+        ("🐀", "rat"),
+        ("🐍", "snake"),
+        ("🤡", "clown face"),  # no clown emoji: the face stays a face
+        ("👳🏽", "person wearing turban"),  # skin tone dropped
+        ("👩\u200d❤️\u200d💋\u200d👩", "kiss woman woman"),  # a ZWJ sequence is one name
+        ("❤️", "red heart"),
+        ("🪅", "pinata"),  # folded to ASCII
+    ],
+)
+def test_names(emoji, name):
+    assert emoji_name(emoji) == name
+
+
+@pytest.mark.parametrize(
+    ("written", "seen"),
+    [
+        ("🖕 you", "middle finger you"),
+        ("you 🐷", "you pig"),
+        ("you're a piece of 💩", "you're a piece of pile of poo"),
+        ("my 🔌hates them", "my electric plug hates them"),  # set off from the word it touched
+        ("🖕🖕🖕", "middle finger middle finger middle finger"),
+        ("x👩\u200d❤️\u200d💋\u200d👩y", "x kiss woman woman y"),
+    ],
+)
+def test_emoji_are_read_as_words(written, seen):
+    n = normalize(written)
+    assert n.text == seen
+    assert "emoji_names" in n.steps
+
+
+@pytest.mark.parametrize(
+    ("written", "seen"),
+    [
+        ("🅵🆄🅲🅺", "fuck"),  # negative squared letters
+        ("🇫🇺🇨🇰 you", "fuck you"),  # regional indicators, even where a pair is a flag
+        ("Flying to Paris 🇫🇷 tomorrow!", "flying to paris fr tomorrow!"),
+        ("Vote 🅰️ or 🅱 in the poll", "vote a or b in the poll"),
+        ("❌ wrong, try again ⭕", "x wrong, try again o"),
+        ("sh1️⃣t", "shit"),  # a keycap is its digit
+    ],
+)
+def test_letter_shaped_emoji_stay_letters(written, seen):
+    n = normalize(written)
+    assert n.text == seen and "emoji_names" not in n.steps
+
+
+def test_a_name_points_at_the_emoji():
+    original = "ok 👳🏽 you 🐷!"
+    n = normalize(original)
+    assert n.text == "ok person wearing turban you pig !"
+    for word, emoji in (("turban", "👳🏽"), ("pig", "🐷"), ("person wearing turban", "👳🏽")):
+        start = n.text.index(word)
+        assert original[slice(*n.to_original(start, start + len(word)))] == emoji
+    family = "a👩\u200d❤️\u200d💋\u200d👩b"
+    n = normalize(family)
+    start = n.text.index("kiss")
+    assert family[slice(*n.to_original(start, len(n.text) - 2))] == family[1:-1]
+
+
+def test_every_emoji_normalizes_idempotently_with_monotonic_offsets():
+    import emoji
+
+    unstable = []
+    for e in emoji.EMOJI_DATA:
+        for text in (e, f"a{e}b", f"{e}{e}", f"you {e}!"):
+            n = normalize(text)
+            if normalize(n.text).text != n.text:
+                unstable.append((text, n.text))
+            assert all(a < b for a, b in n.offsets) and list(n.offsets) == sorted(n.offsets)
+    assert not unstable, unstable[:10]
+
+
+@pytest.mark.parametrize(
+    ("text", "language"),
+    [
+        ("你好😂", "zh"),  # routed by what the user wrote, not by "face with tears of joy"
+        ("你这个傻逼 😂😂", "zh"),
+        ("Привет, как дела? 😀", "other"),
+        ("🖕 you", "en"),
+        ("🖕🖕🖕", "en"),  # no letters of its own: the names are read
+        ("Happy birthday! 🎂🎉", "en"),
+    ],
+)
+def test_routing_reads_the_users_letters(text, language):
+    assert route_normalized(normalize(text)) == language
+
+
+def test_script_text_drops_only_names():
+    assert script_text(normalize("你好😂")) == "你好"
+    assert script_text(normalize("🅵🆄🅲🅺 off")) == "fuck off"  # letter emoji are letters
+    assert script_text(normalize("plain text")) == "plain text"
+
+
+# ---------------------------------------------------------------- the scorer
+
+#: measured before emoji names (MiniLM saw the raw emoji): offensive 0.016, 0.168, 0.361
+EMOJI_ABUSE = ("you 🐷", "you're a piece of 💩", "immigrants are 🐀")
+EMOJI_BENIGN = ("have a nice day 🙂", "I love my 🐷 plushie", "Happy birthday! 🎂🎉", "Love this song ❤️",
+                "Thanks 🙏 for the ride", "Great game tonight ⚽🔥")
+
+
+def test_emoji_abuse_is_read_and_its_evidence_is_the_emoji(text_scorer):
+    results = text_scorer.score(list(EMOJI_ABUSE))
+    for text, r in zip(EMOJI_ABUSE, results):
+        assert r.scores["offensive"] >= 0.5, (text, r.scores)
+        assert all(text[s.start:s.end] == s.text for s in r.spans)
+    pig = results[0]
+    assert any(s.text == "🐷" for s in pig.spans), pig.spans
+
+
+def test_everyday_emoji_stay_benign(text_scorer):
+    for text, r in zip(EMOJI_BENIGN, text_scorer.score(list(EMOJI_BENIGN), evidence=False)):
+        assert max(r.scores.values()) < 0.5, (text, r.scores)
+
+
+#: HatemojiBuild validation (591 rows), flagged = any category >= 0.5: macro-F1 0.477 with raw
+#: emoji, 0.505 with names (shipped heads, not trained on emoji); floor 0.02 under the latter.
+HATEMOJI_VALIDATION_FLOOR = 0.485
+
+
+def test_hatemoji_build_validation_macro_f1(text_scorer, data_dir):
+    from sklearn.metrics import f1_score
+
+    path = data_dir / "text" / "hatemoji_build" / "validation.csv"
+    with open(path, encoding="utf-8", newline="") as f:
+        rows = list(csv.DictReader(f))
+    texts = [r["text"] for r in rows]
+    y = np.array([int(r["label_gold"]) for r in rows])
+    flagged = np.array([max(r.scores.values()) >= 0.5
+                        for lo in range(0, len(texts), 128)
+                        for r in text_scorer.score(texts[lo:lo + 128], evidence=False)])
+    assert f1_score(y, flagged, average="macro") >= HATEMOJI_VALIDATION_FLOOR
