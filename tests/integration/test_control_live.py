@@ -25,7 +25,7 @@ from workers.settings import Settings
 
 from .conftest import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a fleet starts in the first test
 TENANT = "live"
 #: how long after a control record is published the fleet must apply it, s.
 APPLY_WITHIN_S = 1.0

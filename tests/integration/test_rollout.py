@@ -39,7 +39,7 @@ from workers.settings import Settings
 
 from .conftest import free_port
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a fleet starts in the first test
 TENANT = "rollout"
 
 
