@@ -48,9 +48,11 @@ something):
     (``ѕһі`` all Cyrillic) in a text that has Latin letters and no letter of
     another script without a Latin look-alike. Ordinary Russian, Greek or
     Chinese text is left as it is.
-``split_letters``
-    Single letters spread apart by spaces or punctuation become one word (``f u c k``,
-    ``f.u.c.k``): see :mod:`engine.text.separators`.
+``underscore_joins``, ``split_letters``
+    Separator tricks, one rule with its word gaps (:mod:`engine.text.separators`): single
+    letters spread apart by spaces, line breaks or punctuation become one word (``f u c k``,
+    ``f.u.c.k``), read as several known words when the writer left no word gap
+    (``f u c k y o u`` → ``fuck you``); ``_`` between words is a word gap (``you_bitch``).
 ``leet``
     Leetspeak folding (``0→o 1→i 3→e 4→a 5→s 7→t 8→b 9→g``, ``$→s``, ``@→a``,
     ``!→i``) inside a word-run (letters, digits, ``$@!``) that has letters and no
@@ -72,6 +74,10 @@ something):
     ``-/_.:`` with a number of two or more digits: ``5H1T-4477-B``,
     ``2023-CV-00451``) and @handles are exempt from ``split_letters`` and ``leet``.
 
+``inner_space``
+    One space inside an offensive word is dropped unless both halves are common words
+    (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`engine.text.separators`.
+
 The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
 spaces and punctuation, without digits or ``$@!``, comes out as ``text.lower()``
@@ -90,7 +96,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from engine.text.emoji_names import emoji_names
-from engine.text.separators import protected, split_letters
+from engine.text.separators import inner_space, protected, split_letters, underscore_joins
 
 __all__ = ["NormalizedText", "normalize"]
 
@@ -368,8 +374,10 @@ _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...
     ("diacritics", _diacritics, False),
     ("confusables", _confusables, False),
     ("lowercase", _lowercase, True),
+    ("underscore_joins", underscore_joins, True),
     ("split_letters", split_letters, True),
     ("leet", _leet, True),
+    ("inner_space", inner_space, True),
 )
 _UNREPORTED = frozenset({"lowercase"})
 

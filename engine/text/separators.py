@@ -5,16 +5,37 @@ Used by :func:`engine.text.normalize.normalize` (its ``split_letters`` step) and
 step (:func:`protected`). Each step is ``(text, spans) -> (text, spans)`` over the lower-cased model
 view, where ``spans[i]`` is the span of the original text that ``text[i]`` came from.
 
+One rule for every separator trick: a run of single characters spread apart by the same
+separator each time is one word, a larger gap is a word gap, and a word is never glued to what a
+user wrote as a word of its own. The steps, in the order :func:`~engine.text.normalize.normalize`
+runs them (each with its benign control in ``tests/unit/test_separators.py``):
+
+``underscore_joins`` (before ``split_letters``)
+    ``_`` between two words, one of them two characters or longer, is a word gap:
+    ``you_bitch`` → ``you bitch``, ``snake_case`` → ``snake case`` (one character for one, so
+    offsets do not move). Underscores between single letters are left to ``split_letters``
+    (``f_u_c_k``); handles, URLs, e-mail addresses and codes are untouched.
 ``split_letters``
     A run of at least three single letters, digits or ``$@!`` (at least two of
-    them ASCII letters) becomes one word when the same one or two spaces
-    separate each (``f u c k``; ``f u c k   y o u`` stays two words), or the
-    same punctuation mark with the same spaces around it (``f.u.c.k``,
-    ``f - u - c - k``), or punctuation marks without spaces (``f.u-c_k``).
+    them ASCII letters) becomes one word when the same separator stands between each:
+    one or two spaces (``f u c k``; ``f u c k   y o u`` stays two words), a line break with
+    any spaces around it (``f⏎u⏎c⏎k``; a blank line is a word gap), the same punctuation mark
+    with the same spaces around it (``f.u.c.k``, ``f - u - c - k``), or punctuation marks
+    without spaces (``f.u-c_k``).
     A spaced run stops short of a punctuation-split word (``u a b*i*t*c*h`` →
     ``u a bitch``); an apostrophe may follow (``T h a t's`` → ``that's``).
     ``e.g. x``, two single letters (``a i``, ``e.g.``) and letters glued to an
     apostrophe (``I'm a b``) are left alone.
+    Word gaps the writer did not mark: a run of letters separated by white space whose glued
+    form is not a known word (:mod:`engine.text.lexicon`) is read as the likeliest sequence of
+    known words when there is one, keeping the writer's separator between them:
+    ``f u c k y o u`` → ``fuck you``, ``y o u a r e a b i t c h`` → ``you are a bitch``, and a
+    one-letter word is not glued to the spaced word after it (``you are a b i t c h`` →
+    ``you are a bitch``, while ``a s s h o l e`` → ``asshole``, a word).
+``inner_space`` (after ``leet``)
+    Two letter runs separated by one space whose concatenation is an offensive word
+    (:func:`engine.text.lexicon.offensive`) are one word unless both are common words:
+    ``bi tch`` → ``bitch``, ``as shole`` → ``asshole``; ``the pen is`` stays.
 
 URLs, e-mail addresses, ID-like codes (segments joined by ``-/_.:`` with a number of two or more
 digits: ``5H1T-4477-B``, ``2023-CV-00451``) and @handles are exempt (:func:`protected`).
@@ -22,14 +43,17 @@ digits: ``5H1T-4477-B``, ``2023-CV-00451``) and @handles are exempt (:func:`prot
 
 from __future__ import annotations
 
+import math
 import re
 
-__all__ = ["protected", "split_letters"]
+from engine.text import lexicon
+
+__all__ = ["inner_space", "protected", "split_letters", "underscore_joins"]
 
 _Spans = list[tuple[int, int]]
 
 _UNIT = r"[a-z0-9$@!]"
-_SPACE_SEP = r"[^\S\n]{1,2}"
+_SPACE_SEP = r"[^\S\n]{1,2}|[^\S\n]*\n[^\S\n]*"
 _PUNCT = r"[.\-_*,|/~+:;·•]"
 # >= 3 single units: with punctuation marks and no spaces between them; or with the same
 # spaces (one or two) between each ("f u c k   y o u" stays two words), not running into a punctuation-split word
@@ -93,6 +117,30 @@ def protected(s: str) -> list[bool]:
     return mask
 
 
+def _segment(word: str) -> list[int] | None:
+    """Cut points splitting ``word`` into the likeliest known words (:func:`engine.text.lexicon.word_cost`;
+    no two one-letter words in a row), or ``None`` when ``word`` is known or cannot be read as known words."""
+    if lexicon.word_cost(word) is not None or len(word) < 4:
+        return None
+    n = len(word)
+    best: list[tuple[float, int, int]] = [(0.0, -1, 0)] + [(math.inf, -1, 0)] * n  # cost, previous cut, last length
+    for end in range(1, n + 1):
+        for start in range(max(0, end - 24), end):
+            cost_here = best[start][0]
+            if cost_here == math.inf or (end - start == 1 and best[start][2] == 1):
+                continue
+            cost = lexicon.word_cost(word[start:end])
+            if cost is not None and cost_here + cost < best[end][0]:
+                best[end] = (cost_here + cost, start, end - start)
+    if best[n][0] == math.inf:
+        return None
+    cuts, k = [], n
+    while k > 0:
+        k = best[k][1]
+        cuts.append(k)
+    return sorted(cuts)[1:]
+
+
 def split_letters(text: str, spans: _Spans) -> tuple[str, _Spans]:
     matches = list(_SPLIT.finditer(text))
     if not matches:
@@ -108,4 +156,62 @@ def split_letters(text: str, spans: _Spans) -> tuple[str, _Spans]:
         unit_set = set(units)
         for k in range(m.start(), m.end()):
             keep[k] = k in unit_set
+        glued = "".join(text[k] for k in units)
+        if (m.group("sep") or "").isspace() and glued.isalpha():
+            for cut in _segment(glued) or ():  # keep the writer's separator where a word ends
+                for k in range(units[cut - 1] + 1, units[cut]):
+                    keep[k] = True
     return "".join(c for c, k in zip(text, keep) if k), [sp for sp, k in zip(spans, keep) if k]
+
+
+_JOINED = re.compile(r"(?<=[^\W_])_+(?=[^\W_])")
+_ALNUM_RUN = re.compile(r"[^\W_]+")
+
+
+def underscore_joins(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    """``_`` between two words (one of them 2+ characters) becomes a space (see the module docstring)."""
+    if "_" not in text:
+        return text, spans
+    joins = list(_JOINED.finditer(text))
+    if not joins:
+        return text, spans
+    mask = protected(text)
+    chars = list(text)
+    for m in joins:
+        if any(mask[m.start() : m.end()]):
+            continue
+        left = _ALNUM_RUN.match(text[::-1], len(text) - m.start())
+        right = _ALNUM_RUN.match(text, m.end())
+        if max(len(left.group()) if left else 0, len(right.group()) if right else 0) >= 2:
+            chars[m.start() : m.end()] = " " * (m.end() - m.start())
+    return "".join(chars), spans
+
+
+_LETTERS = re.compile(r"[a-z]+")
+
+
+def inner_space(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    """Join two letter runs around one space into the offensive word they spell, unless both are
+    common words (see the module docstring)."""
+    words = [m for m in _LETTERS.finditer(text)
+             if (m.start() == 0 or not (text[m.start() - 1].isalnum() or text[m.start() - 1] in "'’_"))
+             and (m.end() == len(text) or not (text[m.end()].isalnum() or text[m.end()] in "'’_"))]
+    if len(words) < 2:
+        return text, spans
+    offensive = lexicon.offensive()
+    drop: set[int] = set()
+    current = words[0].group()
+    for prev, m in zip(words, words[1:]):
+        word = m.group()
+        joined = current + word
+        if (m.start() - prev.end() == 1 and text[prev.end()] == " " and len(current) >= 2 and len(word) >= 2
+                and joined in offensive and not (lexicon.common(current) and lexicon.common(word))):
+            drop.add(prev.end())
+            current = joined
+        else:
+            current = word
+    if not drop:
+        return text, spans
+    mask = protected(text)
+    drop = {k for k in drop if not mask[k]}
+    return "".join(c for k, c in enumerate(text) if k not in drop), [sp for k, sp in enumerate(spans) if k not in drop]

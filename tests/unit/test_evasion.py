@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import string
 import unicodedata
 
@@ -62,7 +63,10 @@ def test_normalization_undoes_the_lossless_techniques(clean, seed, technique):
 @settings(max_examples=100, deadline=None)
 @given(_SENTENCE, st.integers(0, 2**16))
 def test_normalization_undoes_spacing_up_to_word_gaps(clean, seed):
-    assert normalize(evasion_variant(clean, "spacing", seed)).text.split() == clean.split()
+    # the writer's word gaps (three spaces) stay; inside a word, a glued form that is no known
+    # word may be read as known words, keeping one of the writer's spaces between them ("keya" → "key a")
+    seen = normalize(evasion_variant(clean, "spacing", seed)).text
+    assert [w.replace(" ", "") for w in re.split(r" {3,}", seen)] == clean.split()
 
 
 def test_benign_list_shape():
