@@ -61,14 +61,25 @@ class QuotaPolicy(BaseModel):
         over_quota: what happens to a request beyond the quota: ``lower_lane`` routes it on the
             ``lo`` lane (served after the high lane, with ``lo_share`` of contended batches);
             ``throttle`` answers it at once with a verdict of ``on_throttled`` and the reason
-            ``throttled: over quota N req/s``, without inference and without a DLQ record.
+            ``throttled: over quota N req/s``, without inference and without a DLQ record;
+            ``delay`` holds it in the router and routes it on its normal lane when the tenant's
+            bucket can pay for it (tokens are reserved in arrival order: the tenant's held
+            requests go out at ``rate_per_s``, first in first out, and other tenants' records
+            keep flowing; :mod:`engine.delay`). A request whose wait would exceed
+            ``max_delay_ms``, or end after its own deadline, or that finds the router holding
+            its maximum (10,000 records or 128 MiB), is throttled instead.
+        max_delay_ms: under ``delay``, the longest a request may be held, ms (1 to 30,000:
+            a router that restarts replays what came after its oldest held record; fusion
+            ignores a repeat within its 60 s retention, the client a later one). The wait
+            counts from the request's arrival (its broker timestamp): time in the topic counts.
         on_throttled: decision of a throttled request's verdict.
     """
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     rate_per_s: float = Field(default=0.0, ge=0.0, le=1e9)
     burst: float | None = Field(default=None, ge=1.0, le=1e9)
-    over_quota: Literal["lower_lane", "throttle"] = "lower_lane"
+    over_quota: Literal["lower_lane", "throttle", "delay"] = "lower_lane"
+    max_delay_ms: int = Field(default=2000, ge=1, le=30_000)
     on_throttled: Decision = "review"
 
     @property

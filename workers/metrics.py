@@ -102,3 +102,25 @@ def serve(port: int, host: str = "127.0.0.1") -> None:
     set ``metrics_host`` (e.g. ``0.0.0.0`` in a container) for a scraper elsewhere."""
     if port:
         start_http_server(port, addr=host)
+
+
+# -- over_quota = "delay" at the router (engine/delay.py) ------------------------------------
+QUOTA_DELAYED = Counter(
+    "rtaudit_quota_delayed_requests_total",
+    "Requests over quota of tenants whose over_quota is 'delay', per tenant and outcome: routed (held, then "
+    "routed when its tenant's bucket could pay), throttled_max_delay (its wait would exceed max_delay_ms), "
+    "throttled_deadline (its wait would end after its deadline), throttled_max_held (the router held its "
+    "maximum), dropped (held on a partition revoked from this router: its next owner replays it). "
+    "Tenants outside the settings count as 'other'.",
+    ["tenant", "outcome"],
+)
+QUOTA_DELAY_SECONDS = Histogram(
+    "rtaudit_quota_delay_seconds",
+    "Time a request over quota was held by the router (over_quota = 'delay'), from the router reading it to "
+    "routing it, seconds. Tenants outside the settings count as 'other'.",
+    ["tenant"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30),
+)
+QUOTA_HELD = Gauge(
+    "rtaudit_quota_held_requests", "Requests this router holds for their tenant's quota (over_quota = 'delay')."
+)

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from engine.delay import HeldQueue
 from engine.fusion import Fusion
 from engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from engine.quota import QuotaLimit, TenantQuotas, TokenBucket
@@ -129,6 +130,10 @@ def test_quota_policy_defaults_and_validation():
         QuotaPolicy(rate_per_s=10, over_quota="drop")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
         QuotaPolicy(rate_per_s=10, burst=0.5)
+    assert QuotaPolicy().max_delay_ms == 2000 and QuotaPolicy(rate_per_s=10, over_quota="delay").over_quota == "delay"
+    for bad in (0, 30_001):
+        with pytest.raises(ValueError, match="max_delay_ms"):
+            QuotaPolicy(rate_per_s=10, over_quota="delay", max_delay_ms=bad)
 
 
 def test_settings_file_quota_keys(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
@@ -171,7 +176,7 @@ def router_loop(policy: TenantPolicy) -> RouterLoop:
     r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
     r.control = None  # no control topic: the policies given here stay
     r.router = Router(policies=PolicyBook(tenants={"flood": policy}), media_policy=settings.media.policy())
-    r.next_offset, r.quotas, r.outputs = {}, TenantQuotas(), []
+    r.next_offset, r.quotas, r.held, r.outputs = {}, TenantQuotas(), HeldQueue(), []
     r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]
     return r
 

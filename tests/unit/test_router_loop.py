@@ -7,6 +7,7 @@ from __future__ import annotations
 import orjson
 import pytest
 
+from engine.delay import HeldQueue
 from engine.quota import TenantQuotas
 from topics.catalog import DLQ, SCORES
 from workers.router import RouterLoop
@@ -49,6 +50,7 @@ def loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     r.router = Router(policies=settings.policies, media_policy=settings.media.policy())
     r.next_offset = {}
     r.quotas = TenantQuotas()
+    r.held = HeldQueue()
     r.outputs = []
     r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]
     return r
