@@ -11,8 +11,10 @@ category and keeps the spans of every flagged window).
 
 1. A text of at most :data:`WINDOW_TOKENS` pieces is one window: scored exactly as before.
 2. Otherwise each sentence is a window (a sentence starts after ``. ! ? …`` and their
-   CJK forms followed by white space, and after a line break), so an abusive sentence is
-   read alone, as it would be as a message of its own.
+   CJK forms followed by white space, and after a blank line; not after a single line break,
+   which wraps lines of OCR'd or pasted text mid-sentence: fragments such as ``lazy fox.``
+   alone read as insults), so an abusive sentence is read alone, as it would be as a
+   message of its own.
 3. A sentence longer than a window is read by sliding windows of :data:`WINDOW_TOKENS` pieces
    that overlap by :data:`OVERLAP_TOKENS`; a window ends, and the next begins, at the start of a
    word where one is within :data:`SNAP_TOKENS` pieces (a word is not cut into pieces the
@@ -73,7 +75,7 @@ def token_view(text: str, offsets: Sequence[tuple[int, int]], tokens: Sequence[s
         gap = text[prev_end:start]
         after_stop = text[prev_start:prev_end] in _TERMINATORS and bool(gap) and gap.isspace() \
             and text[start:offsets[i][1]] not in _TERMINATORS
-        sentence_start.append(after_stop or "\n" in gap)
+        sentence_start.append(after_stop or gap.count("\n") >= 2)
     return TokenView(tuple(offsets), tuple(word_start), tuple(sentence_start))
 
 

@@ -65,11 +65,11 @@ def test_sentences_are_windows_of_their_own():
     assert [text[a:b] for a, b in spans] == [f"Sentence number {i} is about the weather and the garden today." for i in range(12)]
 
 
-def test_line_breaks_start_sentences_and_abbreviations_do_not_need_to():
-    view = _toy_view("first line without a stop\nsecond line. Third one! e.g.x stays")
-    starts = [i for i, s in enumerate(view.sentence_start) if s]
-    words = ["first line without a stop\nsecond line. Third one! e.g.x stays"[a:b] for a, b in view.offsets]
-    assert [words[i] for i in starts] == ["first", "second", "Third", "e"]
+def test_sentence_starts_stops_and_blank_lines_not_line_wraps():
+    text = "first line wrapped\nmid sentence. Third one! e.g.x stays\n\nnew paragraph"
+    view = _toy_view(text)
+    words = [text[a:b] for a, b in view.offsets]
+    assert [words[i] for i, s in enumerate(view.sentence_start) if s] == ["first", "Third", "e", "new"]
 
 
 def test_a_long_sentence_slides_with_a_bounded_overlap():
