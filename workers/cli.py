@@ -15,7 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from workers.settings import Settings, SettingsError, load_settings
+from workers.cli_common import fail, settings_or_exit
+from workers.settings import Settings
 
 app = typer.Typer(help="rtaudit: real-time multimodal content moderation on Kafka.", no_args_is_help=True)
 topics_app = typer.Typer(help="Create or verify the topic catalogue.", no_args_is_help=True)
@@ -35,11 +36,8 @@ console = Console(width=max(140, Console().width))
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="settings file (default: $RTAUDIT_CONFIG or ./rtaudit.toml)")]
 
 
-def _settings(config: Path | None):  # type: ignore[no-untyped-def]
-    try:
-        return load_settings(config)
-    except SettingsError as exc:
-        raise _fail(str(exc), 2) from None
+def _settings(config: Path | None) -> Settings:
+    return settings_or_exit(config)
 
 
 @app.callback()
@@ -272,11 +270,8 @@ def down(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    """Print one red line on stderr; the ``typer.Exit`` to raise with ``code``."""
-    from rich.markup import escape
-
-    Console(stderr=True).print(f"[red]{escape(message)}[/red]", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
+    """One red line on stderr (:func:`workers.cli_common.fail`); here the default code is 1."""
+    return fail(message, code)
 
 
 def _quiet_librdkafka() -> None:
@@ -290,7 +285,7 @@ def _quiet_librdkafka() -> None:
 def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
     """Why verdicts may not come: roles with no running worker, else the fleet is slow."""
     from workers.fleet import ROLES
-    from workers.kafka import groups_without_members, start_hint
+    from workers.kafka import groups_without_members
 
     idle = groups_without_members(s, [f"rtaudit-{r}" for r in ROLES])
     if idle:

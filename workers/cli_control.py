@@ -23,7 +23,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from workers import control_view as view
-from workers.settings import Settings, SettingsError, load_settings
+from workers.cli_common import fail, settings_or_exit
+from workers.settings import Settings
 
 control_app = typer.Typer(help="Rollouts, tenant policies and priorities on audit.control; the fleet's status.",
                           no_args_is_help=True)
@@ -44,19 +45,6 @@ StageArg = Annotated[str, typer.Argument(help="text | image | ocr")]
 TenantArg = Annotated[str, typer.Argument(help="tenant id ([A-Za-z0-9._-], up to 64 characters)")]
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    """One red line on stderr; the ``typer.Exit`` to raise."""
-    Console(stderr=True).print(f"[red]{escape(message)}[/red]", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except SettingsError as exc:
-        raise _fail(str(exc)) from None
-
-
 def _connect(config: Path | None, topics: tuple[str, ...] = ()) -> Settings:
     """Settings, and a broker that answers with the control topic (else exit 2 with the fix)."""
     from topics.catalog import CONTROL
@@ -64,11 +52,11 @@ def _connect(config: Path | None, topics: tuple[str, ...] = ()) -> Settings:
 
     if not logging.getLogger().isEnabledFor(logging.INFO):
         LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
-    s = _settings(config)
+    s = settings_or_exit(config)
     try:
         check_cluster(s, [CONTROL, *topics])
     except ClusterError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     return s
 
 
@@ -79,7 +67,7 @@ def _subject(kind: str, name: str) -> str:
     try:
         subject_kind(subject)
     except ValueError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     return subject
 
 
@@ -89,7 +77,7 @@ def _state(s: Settings):  # type: ignore[no-untyped-def]
     try:
         return read_state(s)
     except TimeoutError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
 
 
 def _conflict_line(exc: Any) -> str:
@@ -99,7 +87,7 @@ def _conflict_line(exc: Any) -> str:
 
 def _check_expected(subject: str, expect: int | None, in_force: int) -> None:
     if expect is not None and expect != in_force:
-        raise _fail(f"rejected (cas_conflict): you expected {subject} version {expect}, but version {in_force} "
+        raise fail(f"rejected (cas_conflict): you expected {subject} version {expect}, but version {in_force} "
                     "is in force: `rtaudit control status` shows it", 1)
 
 
@@ -112,9 +100,9 @@ def _publish(s: Settings, subject: str, payload: Any, *, expects: int | None, au
         msg = publish(s, subject, payload, author=author or f"{getpass.getuser()}@{socket.gethostname()}",
                       reason=reason, expects=expects)
     except ControlConflict as exc:
-        raise _fail(_conflict_line(exc), 1) from None
+        raise fail(_conflict_line(exc), 1) from None
     except TimeoutError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     console.print(f"{subject} version {msg.version} accepted (replaces {msg.expects or 'nothing'}): "
                   f"{view.summary(msg, msg.at_ms)}", markup=False, highlight=False)
 
@@ -137,7 +125,7 @@ def _tombstone(s: Settings, subject: str, expects: int | None) -> None:
     producer.produce(CONTROL, value=None, key=subject.encode(), partition=0,
                      on_delivery=lambda err, m: offsets.append(-1 if err else m.offset()))
     if producer.flush(10) != 0 or not offsets or offsets[0] < 0:
-        raise _fail(f"the {subject} tombstone was not acknowledged: is the broker at {s.bootstrap} up?")
+        raise fail(f"the {subject} tombstone was not acknowledged: is the broker at {s.bootstrap} up?")
     console.print(f"{subject} cleared at offset {offsets[0]} (version {in_force} was in force): "
                   "its rtaudit.toml value applies again", highlight=False)
 
@@ -175,26 +163,26 @@ def rollout_start(
     try:
         triggers = CanaryTriggers(**{k: v for k, v in given.items() if v is not None})
     except ValidationError as exc:
-        raise _fail(f"bad trigger: {view.one_line(exc)}") from None
-    s = _settings(config)
+        raise fail(f"bad trigger: {view.one_line(exc)}") from None
+    s = settings_or_exit(config)
     st = ModelStore(store if store is not None else Path(s.state_dir) / "models")
     try:
         ref = view.find_bundle(st.list(stage), stage, candidate)
         st.get(ref)
     except (LookupError, BundleError) as exc:
-        raise _fail(f"{exc} (store {st.root})") from None
+        raise fail(f"{exc} (store {st.root})") from None
     try:
         payload = RolloutPayload(candidate=ref, weight_pct=weight, phase=phase_for(weight), shadow=shadow, triggers=triggers)
     except ValidationError as exc:
-        raise _fail(f"bad rollout: {view.one_line(exc)}") from None
+        raise fail(f"bad rollout: {view.one_line(exc)}") from None
     s = _connect(config)
     state = _state(s)
     current, model = state.rollout(stage), state.model(stage)
     if current is not None and current.active:
-        raise _fail(f"{subject} version {state.version(subject)} is active ({view.summary(state.messages[subject], 0)}): "
+        raise fail(f"{subject} version {state.version(subject)} is active ({view.summary(state.messages[subject], 0)}): "
                     "promote, roll it back or abort it first", 1)
     if model is not None and model.bundle.sha256 == ref.sha256:
-        raise _fail(f"{candidate} is already model:{stage} (version {state.version('model:' + stage)})", 1)
+        raise fail(f"{candidate} is already model:{stage} (version {state.version('model:' + stage)})", 1)
     payload = payload.model_copy(update={"stable": model.bundle if model is not None else None})
     _publish(s, subject, payload, expects=expect_version, author=author, reason=f"start {candidate}: {reason or 'by operator'}")
 
@@ -210,7 +198,7 @@ def _rollout_change(stage: str, config: Path | None, expect_version: int | None,
     try:
         steps = plan(state.rollout(stage))
     except ValueError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     for subj, payload, why in steps:  # at 100 %: model:<stage> first, then the rollout as promoted
         _publish(s, subj, payload, expects=in_force if subj == subject else None, author=author,
                  reason=f"{why}: {reason or 'by operator'}")
@@ -253,7 +241,7 @@ def policy_set(tenant: TenantArg,
     try:
         payload = PolicyPayload(policy=view.read_policy(file))
     except ValueError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     _publish(_connect(config), subject, payload, expects=expect_version, author=author, reason=reason)
 
 
@@ -283,19 +271,19 @@ def priority_set(
 
     subject = _subject("priority", tenant)
     if lane is None and slo_ms is None and quota is None:
-        raise _fail("give at least one of --lane, --slo-ms, --quota")
+        raise fail("give at least one of --lane, --slo-ms, --quota")
     now = now_ms()
     try:
         until_ms = view.parse_time(until, now) if until is not None else None
     except ValueError as exc:
-        raise _fail(f"--until: {exc}") from None
+        raise fail(f"--until: {exc}") from None
     if until_ms is not None and until_ms <= now:
-        raise _fail(f"--until {until} is {view.age(until_ms, now)} in the past")
+        raise fail(f"--until {until} is {view.age(until_ms, now)} in the past")
     try:
         payload = PriorityPayload(lane=lane, slo_ms=slo_ms, until_ms=until_ms,
                                   quota=QuotaPolicy(rate_per_s=quota) if quota is not None else None)
     except ValidationError as exc:
-        raise _fail(f"bad priority: {view.one_line(exc)}") from None
+        raise fail(f"bad priority: {view.one_line(exc)}") from None
     _publish(_connect(config), subject, payload, expects=expect_version, author=author, reason=reason)
 
 
@@ -413,7 +401,7 @@ def status(
     except KeyboardInterrupt:
         pass
     except TimeoutError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     finally:
         fleet.close()
 
@@ -435,7 +423,7 @@ def history(
     try:
         records = [(m.offset(), m.timestamp()[1] if m.timestamp()[0] else None, m.key(), m.value()) for m in tail.drain()]
     except TimeoutError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     finally:
         tail.close()
     table = Table("offset", "time (UTC)", "subject", "version", "expects", "author", "reason", "result",

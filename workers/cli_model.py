@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from workers.settings import Settings, SettingsError, load_settings
+from workers.cli_common import fail, settings_or_exit
 
 model_app = typer.Typer(help="Package, publish and list model bundles (versioned, content-addressed).",
                         no_args_is_help=True)
@@ -28,23 +28,10 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="setti
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="model store directory (default: <state_dir>/models)")]
 
 
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    """One red line on stderr; the ``typer.Exit`` to raise."""
-    Console(stderr=True).print(f"[red]{escape(message)}[/red]", highlight=False, soft_wrap=True)
-    return typer.Exit(code)
-
-
-def _settings(config: Path | None) -> Settings:
-    try:
-        return load_settings(config)
-    except SettingsError as exc:
-        raise _fail(str(exc)) from None
-
-
 def _store(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
     from engine.bundle import ModelStore
 
-    return ModelStore(store if store is not None else Path(_settings(config).state_dir) / "models")
+    return ModelStore(store if store is not None else Path(settings_or_exit(config).state_dir) / "models")
 
 
 def _size(n: int) -> str:
@@ -67,7 +54,7 @@ def _json_arg(value: str | None, what: str) -> Any:
         text = Path(value[1:]).read_text() if value.startswith("@") else value
         return json.loads(text)
     except (OSError, ValueError) as exc:
-        raise _fail(f"{what}: not JSON or an unreadable @file: {exc}") from None
+        raise fail(f"{what}: not JSON or an unreadable @file: {exc}") from None
 
 
 def _golden_file(path: Path) -> tuple[list[Any], list[Any]]:
@@ -84,7 +71,7 @@ def _golden_file(path: Path) -> tuple[list[Any], list[Any]]:
         inputs = [GoldenInput.model_validate(x) for x in items if "input" not in x]
         given = [GoldenCase.model_validate(x) for x in items if "input" in x]
     except (OSError, ValueError, ValidationError, TypeError) as exc:
-        raise _fail(f"golden file {path}: {str(exc).splitlines()[0]}") from None
+        raise fail(f"golden file {path}: {str(exc).splitlines()[0]}") from None
     return inputs, given
 
 
@@ -114,12 +101,12 @@ def package(
     from engine.bundle_stage import package_stage
 
     if stage not in ("text", "image", "ocr"):
-        raise _fail(f"--stage must be text, image or ocr, not {stage!r}")
+        raise fail(f"--stage must be text, image or ocr, not {stage!r}")
     if runtime is not None and runtime not in ("text", "nudenet", "rapidocr", "null"):
-        raise _fail(f"--runtime must be text, nudenet, rapidocr or null, not {runtime!r}")
+        raise fail(f"--runtime must be text, nudenet, rapidocr or null, not {runtime!r}")
     if from_dir is not None and not from_dir.is_dir():
-        raise _fail(f"--from {from_dir}: not a directory")
-    s = _settings(config)
+        raise fail(f"--from {from_dir}: not a directory")
+    s = settings_or_exit(config)
     inputs, given = _golden_file(golden) if golden is not None else (None, [])
     dest = out or Path("bundles") / f"{stage}-{version}"
     started = time.monotonic()
@@ -129,7 +116,7 @@ def package(
                              record=not no_golden, tolerance=tolerance)
         manifest = verify(path)
     except BundleError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     console.print(f"packaged {stage} {version} ({manifest.runtime.kind}) in {path}: {len(manifest.files)} files, "
                   f"{len(manifest.golden)} golden cases, {time.monotonic() - started:.1f} s", highlight=False)
     console.print(f"sha256 {bundle_sha256(path)}", highlight=False)
@@ -148,12 +135,12 @@ def publish(
     from engine.bundle import BundleError
 
     if not bundle.is_dir():
-        raise _fail(f"{bundle}: not a directory")
+        raise fail(f"{bundle}: not a directory")
     st = _store(store, config)
     try:
         ref = st.put(bundle)
     except BundleError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
     console.print_json(ref.model_dump_json())
     if not announce:
         return
@@ -161,12 +148,12 @@ def publish(
 
     announce_model = getattr(control, "announce_model", None)
     if announce_model is None:
-        raise _fail("the bundle is in the store, but announcing is not available yet "
+        raise fail("the bundle is in the store, but announcing is not available yet "
                     "(workers.control.announce_model); publish it with --no-announce")
     try:
-        msg = announce_model(_settings(config), ref, author or f"{getpass.getuser()}@{socket.gethostname()}")
+        msg = announce_model(settings_or_exit(config), ref, author or f"{getpass.getuser()}@{socket.gethostname()}")
     except (RuntimeError, TimeoutError) as exc:  # ControlConflict is a RuntimeError
-        raise _fail(f"announcing {ref.stage} {ref.version} failed: {exc}", 1) from None
+        raise fail(f"announcing {ref.stage} {ref.version} failed: {exc}", 1) from None
     console.print(f"announced as {getattr(msg, 'subject', 'model:' + ref.stage)} version {getattr(msg, 'version', '?')}",
                   highlight=False)
 
@@ -182,7 +169,7 @@ def list_(
 
     st = _store(store, config)
     if store is not None and not st.root.is_dir():
-        raise _fail(f"--store {store}: not a directory")
+        raise fail(f"--store {store}: not a directory")
     table = Table("stage", "version", "sha12", "runtime", "files", "size", "golden", "created (UTC)", title=f"model store {st.root}")
     for ref in st.list(stage):
         try:
@@ -211,9 +198,9 @@ def verify_(
         console.print(f"{m.stage} {m.version} ({m.runtime.kind}): {len(m.files)} files verified, "
                       f"sha256 {bundle_sha256(bundle)}", highlight=False)
         if load:
-            r = ready_stage(bundle, _settings(config))
+            r = ready_stage(bundle, settings_or_exit(config))
             warm = ", ".join(f"{n}: {ms:.0f} ms" for n, ms in r.warm_ms.items())
             console.print(f"loaded in {r.load_ms:.0f} ms; golden {r.golden} cases ok in {r.golden_ms:.0f} ms; "
                           f"warm-up per batch size {warm}", highlight=False)
     except BundleError as exc:
-        raise _fail(str(exc)) from None
+        raise fail(str(exc)) from None
