@@ -54,6 +54,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from engine.hashing import sha256_file
 from schemas.control import BundleRef  # noqa: F401  (re-exported: what the store hands out)
 
 log = logging.getLogger(__name__)
@@ -218,15 +219,6 @@ def one_line(exc: ValidationError) -> str:
     where = ".".join(str(p) for p in first["loc"]) or "<manifest>"
     more = f" (and {exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     return f"{where}: {first['msg'].removeprefix('Value error, ')}{more}"
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes (read in 4 MiB chunks)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def bundle_sha256(path: Path | str) -> str:

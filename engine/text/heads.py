@@ -20,12 +20,13 @@ file, the training data files with their sha256, the split seed and the metrics.
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from engine.hashing import sha256_file
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 MANIFEST = ARTIFACTS / "manifest.json"
@@ -35,15 +36,6 @@ ZH_MODEL = "zh_char_lr.npz"
 
 class ArtifactError(RuntimeError):
     """An artifact is missing or its sha256 does not match the manifest."""
-
-
-def sha256_file(path: Path) -> str:
-    """Hex sha256 of a file's bytes."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 22), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def load_manifest(artifacts_dir: Path | None = None) -> dict:

@@ -83,3 +83,33 @@ def evidence(category: str, score: float, part: str = "text:0", **fields: Any) -
 
 def tick(reason: str, at_ms: int, request_id: str = REQUEST_ID) -> FusionTick:
     return FusionTick(request_id=request_id, reason=reason, at_ms=at_ms)
+
+
+class FakeMessage:
+    """A confluent-kafka ``Message`` read from ``audit.requests`` (what a loop's ``handle`` reads).
+
+    ``ts_ms``: the record's create time, epoch ms (``None``: no timestamp)."""
+
+    def __init__(self, value: bytes, key: bytes | None, offset: int, ts_ms: int | None = None, partition: int = 0) -> None:
+        self._value, self._key, self._offset, self._ts, self._partition = value, key, offset, ts_ms, partition
+
+    def value(self) -> bytes:
+        return self._value
+
+    def key(self) -> bytes | None:
+        return self._key
+
+    def topic(self) -> str:
+        return "audit.requests"
+
+    def partition(self) -> int:
+        return self._partition
+
+    def offset(self) -> int:
+        return self._offset
+
+    def timestamp(self) -> tuple[int, int]:
+        return (1, self._ts) if self._ts is not None else (0, -1)  # CREATE_TIME, or NOT_AVAILABLE
+
+    def error(self) -> None:
+        return None

@@ -19,6 +19,7 @@ from engine.quota import QuotaLimit, TenantQuotas, TokenBucket
 from engine.routing import Router
 from schemas.messages import Manifest
 from topics.catalog import DLQ, SCORES
+from tests.unit.builders import FakeMessage
 from workers.router import RouterLoop
 from workers.settings import SettingsError, load_settings
 
@@ -146,29 +147,6 @@ def test_offer_outcomes():
 
 
 # -- the router ---------------------------------------------------------------------------
-
-
-class FakeMessage:
-    def __init__(self, value: bytes, key: bytes, offset: int, ts_ms: int, partition: int = 0) -> None:
-        self._value, self._key, self._offset, self._ts, self._partition = value, key, offset, ts_ms, partition
-
-    def value(self) -> bytes:
-        return self._value
-
-    def key(self) -> bytes:
-        return self._key
-
-    def topic(self) -> str:
-        return "audit.requests"
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._ts)  # TIMESTAMP_CREATE_TIME
 
 
 SLOW = TenantPolicy(lane="hi", quota=QuotaPolicy(rate_per_s=10, burst=1, over_quota="delay", max_delay_ms=1000))

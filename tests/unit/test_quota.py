@@ -17,6 +17,7 @@ from engine.quota import QuotaLimit, TenantQuotas, TokenBucket
 from engine.routing import Router
 from schemas.messages import Manifest
 from topics.catalog import DLQ, SCORES
+from tests.unit.builders import FakeMessage
 from workers.router import RouterLoop
 from workers.settings import load_settings
 
@@ -146,29 +147,6 @@ def test_settings_file_quota_keys(monkeypatch, tmp_path):  # type: ignore[no-unt
 
 
 # -- the router's hook --------------------------------------------------------------------
-
-
-class FakeMessage:
-    def __init__(self, value: bytes, key: bytes, offset: int, ts_ms: int) -> None:
-        self._value, self._key, self._offset, self._ts = value, key, offset, ts_ms
-
-    def value(self) -> bytes:
-        return self._value
-
-    def key(self) -> bytes:
-        return self._key
-
-    def topic(self) -> str:
-        return "audit.requests"
-
-    def partition(self) -> int:
-        return 0
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (1, self._ts)  # TIMESTAMP_CREATE_TIME
 
 
 def router_loop(policy: TenantPolicy) -> RouterLoop:

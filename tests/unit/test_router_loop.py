@@ -10,33 +10,11 @@ import pytest
 from engine.delay import HeldQueue
 from engine.quota import TenantQuotas
 from topics.catalog import DLQ, SCORES
+from tests.unit.builders import FakeMessage
 from workers.router import RouterLoop
 from workers.settings import load_settings
 
 from .builders import audit_request
-
-
-class FakeMessage:
-    def __init__(self, value: bytes, key: bytes | None, offset: int, partition: int = 0) -> None:
-        self._value, self._key, self._offset, self._partition = value, key, offset, partition
-
-    def value(self) -> bytes:
-        return self._value
-
-    def key(self) -> bytes | None:
-        return self._key
-
-    def topic(self) -> str:
-        return "audit.requests"
-
-    def partition(self) -> int:
-        return self._partition
-
-    def offset(self) -> int:
-        return self._offset
-
-    def timestamp(self) -> tuple[int, int]:
-        return (0, -1)  # TIMESTAMP_NOT_AVAILABLE
 
 
 @pytest.fixture
