@@ -72,3 +72,13 @@ def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settin
     with EmbeddedBroker(settings.embedded_port):
         ensure_topics(settings.bootstrap, catalog(settings.partitions))
         yield settings
+
+
+def launch_null_text_fleet(root) -> tuple[Fleet, Settings]:  # type: ignore[no-untyped-def]
+    """Router, fusion and a text worker with the null model on a fresh embedded broker, state
+    and logs under ``root``; launched, not yet ready (its groups join in the background)."""
+    settings = Settings(embedded_port=free_port(), state_dir=root / "state")
+    fleet = Fleet(settings, roles=("router", "fusion", "text"), log_dir=root / "logs",
+                  env={"RTAUDIT_STATE_DIR": str(root / "state"), "RTAUDIT_TEXT_MODEL": "null"})
+    fleet.launch()
+    return fleet, settings

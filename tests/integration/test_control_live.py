@@ -7,7 +7,6 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from pathlib import Path
 
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -19,11 +18,10 @@ from schemas.messages import AuditRequest, ModalityTask
 from topics.catalog import lane_topic
 from workers.client import AuditClient, verdict_reader
 from workers.control import publish
-from workers.fleet import Fleet
 from workers.kafka import consumer_config
 from workers.settings import Settings
 
-from .conftest import free_port
+from .conftest import launch_null_text_fleet
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a fleet starts in the first test
 TENANT = "live"
@@ -34,10 +32,7 @@ APPLY_WITHIN_S = 1.0
 @pytest.fixture(scope="module")
 def text_fleet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("live")
-    settings = Settings(embedded_port=free_port(), state_dir=root / "state")
-    fleet = Fleet(settings, roles=("router", "fusion", "text"), log_dir=root / "logs",
-                  env={"RTAUDIT_STATE_DIR": str(root / "state"), "RTAUDIT_TEXT_MODEL": "null"})
-    fleet.launch()
+    fleet, settings = launch_null_text_fleet(root)
     client, reader = AuditClient(settings), verdict_reader(settings)
     try:
         deadline = time.monotonic() + 180

@@ -33,11 +33,10 @@ from schemas.messages import AuditRequest, PartialScore, Verdict
 from topics.catalog import CONTROL, SCORES, STATUS, VERDICTS
 from workers.client import AuditClient
 from workers.control import publish, read_state
-from workers.fleet import Fleet
 from workers.kafka import consumer_config
 from workers.settings import Settings
 
-from .conftest import free_port
+from .conftest import launch_null_text_fleet
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(900)]  # a fleet starts in the first test
 TENANT = "rollout"
@@ -86,10 +85,7 @@ class Load:
 @pytest.fixture(scope="module")
 def rollout_fleet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
     root = tmp_path_factory.mktemp("rollout")
-    settings = Settings(embedded_port=free_port(), state_dir=root / "state")
-    fleet = Fleet(settings, roles=("router", "fusion", "text"), log_dir=root / "logs",
-                  env={"RTAUDIT_STATE_DIR": str(root / "state"), "RTAUDIT_TEXT_MODEL": "null"})
-    fleet.launch()
+    fleet, settings = launch_null_text_fleet(root)
     store = ModelStore(root / "models")
     try:
         with Load(settings, rate=5) as probe:  # wait for the first verdict: groups joined
