@@ -68,7 +68,7 @@ RuntimeKind = Literal["text", "nudenet", "rapidocr", "null"]
 RUNTIMES_OF_STAGE: dict[str, tuple[str, ...]] = {"text": ("text", "null"), "image": ("nudenet", "null"),
                                                  "ocr": ("rapidocr", "null")}
 #: a version name: as :class:`schemas.control.BundleRef` accepts it.
-VERSION_PATTERN = r"^[A-Za-z0-9._+\-]+$"
+VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-]*$"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
 
@@ -409,7 +409,8 @@ def package(stage: str, version: str, files: Mapping[str, Path], golden: list[Go
 
 #: names re-exported lazily from the modules that import this one (PEP 562): name → module.
 _LAZY = {**{n: "engine.bundle_stage" for n in ("load_stage", "check_golden", "warm", "ready_stage", "reclaim_memory",
-                                               "GoldenMismatch", "ReadyStage", "StageOptions", "package_stage")},
+                                               "GoldenMismatch", "WarmUpFailed", "ReadyStage", "StageOptions",
+                                               "package_stage")},
          **{n: "engine.bundle_store" for n in ("ModelStore", "dir_name", "uri_path")}}
 
 

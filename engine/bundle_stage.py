@@ -207,6 +207,10 @@ class Mismatch:
         return f"golden input {self.index} ({self.input}): {self.category} expected {self.expected}, got {self.got}"
 
 
+class WarmUpFailed(BundleError):
+    """An item of a warm-up batch failed: the stage cannot score the project's own inputs."""
+
+
 class GoldenMismatch(BundleError):
     """A golden score differs by more than the tolerance, a category is missing, or an input fails.
     ``mismatches`` lists every difference; the message names the first and how many there are."""
@@ -254,15 +258,26 @@ def warm(stage: ModelStage, batch_sizes: Sequence[int] | None = None,
          inputs: Sequence[GoldenInput] | None = None) -> dict[int, float]:
     """Run one batch of each size through ``stage`` (inputs cycled from ``inputs``, default the stage's
     :func:`warm_inputs`); wall ms per batch size. ``batch_sizes`` default: :data:`WARM_BATCH_SIZES`
-    (:data:`WARM_BATCH_SIZES_OF_STAGE` for OCR). Item failures do not raise (they stay per item)."""
+    (:data:`WARM_BATCH_SIZES_OF_STAGE` for OCR).
+
+    Raises:
+        WarmUpFailed: an item of a warm-up batch failed (the inputs are the project's own, so a
+            stage that cannot score them would fail real traffic: it fails verification here, at
+            pre-check, instead of after it takes requests). The first batch that fails stops it.
+    """
     pool = list(inputs) if inputs else warm_inputs(stage.stage)
     sizes = batch_sizes if batch_sizes is not None else WARM_BATCH_SIZES_OF_STAGE.get(stage.stage, WARM_BATCH_SIZES)
     out = {}
     for n in sizes:
         batch = [pool[i % len(pool)] for i in range(n)]
         started = time.perf_counter()
-        process_batch(stage, _tasks(batch, f"warm{n}"))
+        result = process_batch(stage, _tasks(batch, f"warm{n}"))
         out[n] = round((time.perf_counter() - started) * 1000.0, 2)
+        failed = [(i, p) for i, p in enumerate(result.partials) if p.status != "ok"]
+        if failed:
+            i, p = failed[0]
+            raise WarmUpFailed(f"warm-up batch of {n}: {len(failed)} of {n} items failed; item {i} "
+                               f"({batch[i].summary()}): {p.status}: {p.error}")
     return out
 
 

@@ -62,7 +62,7 @@ class BundleRef(_Strict):
     """
 
     stage: Literal["text", "image", "ocr"]
-    version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9._+\-]+$")
+    version: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9][A-Za-z0-9._+\-]*$")
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     uri: str = Field(min_length=8, max_length=2048, pattern=r"^file://")
 
@@ -174,8 +174,8 @@ class ControlMessage(_Strict):
     """
 
     subject: str = Field(max_length=80)
-    version: int = Field(ge=1, le=2**62)
-    expects: int = Field(ge=0, le=2**62)
+    version: int = Field(ge=1, le=2**62, strict=True)  # strict: "1" is not a version
+    expects: int = Field(ge=0, le=2**62, strict=True)
     author: str = Field(min_length=1, max_length=128)
     at_ms: EpochMs
     reason: str | None = Field(default=None, max_length=1000)

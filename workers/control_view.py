@@ -94,6 +94,9 @@ def read_policy(path: Path) -> TenantPolicy:
         raise ValueError(f"{path}: not valid {kind}: {exc}") from None
     if not isinstance(data, dict):
         raise ValueError(f"{path}: expected a table of TenantPolicy fields, got {type(data).__name__}")
+    if not data:
+        raise ValueError(f"{path}: empty policy file (to send the tenant back to rtaudit.toml's policy: "
+                         f"`rtaudit control policy clear TENANT`)")
     try:
         return TenantPolicy.model_validate(data)
     except ValidationError as exc:
@@ -165,6 +168,8 @@ def summary(msg: ControlMessage, now_ms: int) -> str:
         return f"{p.bundle.version} ({p.bundle.sha256[:12]})"
     if isinstance(p, RolloutPayload):
         stable = p.stable.version if p.stable else "built-in"
+        if p.phase == "promoted":
+            return f"{p.candidate.version} promoted (replaced {stable}; now model:{p.candidate.stage})"
         return (f"{stable} → {p.candidate.version} at {_pct(p.weight_pct)}, {p.phase}{', shadow' if p.shadow else ''}")
     if isinstance(p, PolicyPayload):
         q = p.policy.quota

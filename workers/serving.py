@@ -122,6 +122,9 @@ class ServingSet:
         self._rollout_version = 0
         self._judge: CanaryJudge | None = None
         self._acted: int = -1  # the rollout version this worker already published an action for
+        #: the rollout version this worker rolled back itself: its candidate gets no more items here
+        #: from that decision on (the record takes a few hundred ms to come back through the topic)
+        self._vetoed: int = -1
         self._jobs: queue.Queue[BundleRef] = queue.Queue()
         self._actions: queue.Queue[tuple[str, Any, str, int]] = queue.Queue()
         self._started = False
@@ -222,7 +225,7 @@ class ServingSet:
                         self._judge.record_failure(why)
                 self._act()
                 continue
-            log.info("%s bundle %s (%s) ready in %.2f s (verified, warmed, golden set passed)",
+            log.info("%s bundle %s (%s) ready in %.2f s (files verified, golden set checked, warmed)",
                      self.stage, ref.version, ref.sha256[:12], time.perf_counter() - started)
             metrics.MODEL_SWAPS.labels(self.stage, "ready").inc()
             with self._lock:
@@ -262,6 +265,8 @@ class ServingSet:
                 stable = self._ready.get(self._current.sha256)
             candidate = self._ready.get(rollout.candidate.sha256) if rollout is not None else None
             version = self._rollout_version
+            if self._vetoed == version:
+                candidate = None
         return Snapshot(stable or self._builtin(), candidate, rollout if candidate is not None else None, version)
 
     def score(self, tasks: list[ModalityTask], run: Callable[[ModelStage, list[ModalityTask]], BatchResult] = process_batch) -> BatchResult:
@@ -316,6 +321,7 @@ class ServingSet:
                 return
             decision = judge.decide(time.monotonic())
             if isinstance(decision, Rollback):
+                self._vetoed = version  # 0 % here at once; the record tells the other replicas
                 payload = rollout.model_copy(update={"weight_pct": 0.0, "phase": "rolled_back"})
                 self._actions.put((f"rollout:{self.stage}", payload, f"rollback: {decision.reason}", version))
             elif isinstance(decision, Promote):

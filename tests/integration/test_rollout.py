@@ -99,7 +99,7 @@ def rollout_fleet(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-
 
 
 def bundle(store: ModelStore, root: Path, version: str, **params) -> BundleRef:  # type: ignore[no-untyped-def]
-    """A ``null`` text bundle in the store; ``raise`` bundles get no golden set (they pass pre-check on load)."""
+    """A ``null`` text bundle in the store; ``raise`` bundles get no golden set (recording one would fail)."""
     record = not params.get("raise", False)
     path = package_stage("text", version, root / "build" / version, runtime="null", params=params, record=record)
     return store.put(path)
@@ -226,7 +226,8 @@ def test_broken_canaries_are_rolled_back_automatically(rollout_fleet) -> None:  
     print(f"  {'canary':<24} {'start→rollback s':>17} {'rollback→0 % s':>15}  reason")
     for name, d, z, reason in rows:
         print(f"  {name:<24} {d:>17.2f} {z:>15.2f}  {reason}")
-    assert "error rate" in rows[0][3] and "margin" in rows[1][3] and "differ" in rows[2][3]
+    # the raising canary fails its warm-up on every worker: rolled back at pre-check, before any traffic
+    assert "verification failed: WarmUpFailed" in rows[0][3] and "margin" in rows[1][3] and "differ" in rows[2][3]
     assert all(z < 2.0 for _, _, z, _ in rows)
 
 

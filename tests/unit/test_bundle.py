@@ -28,7 +28,7 @@ from engine.bundle import (
     sha256_file,
     verify,
 )
-from engine.bundle_stage import GoldenMismatch, check_golden, load_stage, package_stage, ready_stage, warm
+from engine.bundle_stage import GoldenMismatch, WarmUpFailed, check_golden, load_stage, package_stage, ready_stage, warm
 from engine.stage import process_batch
 from schemas.control import BundleRef
 from tests.unit.builders import task
@@ -204,12 +204,14 @@ def test_the_stage_functions_are_reexported_and_reclaim_memory_runs() -> None:
     assert engine.bundle_stage.warm is warm
 
 
-def test_null_runtime_raise_fails_every_item_and_its_golden_check(tmp_path: Path) -> None:
+def test_null_runtime_raise_fails_every_item_its_warm_up_and_its_golden_check(tmp_path: Path) -> None:
     broken = _null_bundle(tmp_path, "b", golden=[], **{"raise": True})
-    stage = ready_stage(broken, batch_sizes=(1, 8)).stage  # no golden set: it loads and warms...
+    stage = load_stage(broken)  # no golden set: it loads...
     result = process_batch(stage, [_live("a"), _live("b")])
     assert [p.status for p in result.partials] == ["error", "error"]  # ...and fails every item it serves
     assert "raises by design" in (result.partials[0].error or "")
+    with pytest.raises(WarmUpFailed, match="warm-up batch of 1: 1 of 1 items failed.*raises by design"):
+        ready_stage(broken, batch_sizes=(1, 8))  # so it fails verification at pre-check, before any traffic
     checked = _null_bundle(tmp_path, "c", **{"raise": True})
     with pytest.raises(GoldenMismatch, match="golden input 0 .'hello'. failed"):
         ready_stage(checked)

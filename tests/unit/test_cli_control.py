@@ -292,3 +292,10 @@ def test_expect_version_must_not_be_negative(no_broker) -> None:  # type: ignore
     result = run("rollout", "abort", "text", "--expect-version", "-1")
     assert result.exit_code == 2 and "--expect-version" in result.output
 
+
+
+def test_an_empty_policy_file_is_refused_with_the_command_that_clears_a_policy(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    empty = tmp_path / "empty.toml"
+    empty.write_text("")
+    with pytest.raises(ValueError, match="empty policy file.*policy clear"):
+        view.read_policy(empty)

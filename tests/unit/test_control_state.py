@@ -204,3 +204,12 @@ def test_an_invalid_weight_is_rejected_and_the_last_good_rollout_stays_in_force(
         r = s.apply(s.offset, b"rollout:text", value)
         assert isinstance(r, Rejected) and r.code == "malformed" and "weight_pct" in r.message
     assert s.rollout("text").weight_pct == 5 and s.version("rollout:text") == 1  # type: ignore[union-attr]
+
+
+def test_a_version_must_be_an_integer_and_a_bundle_version_a_name() -> None:
+    good = orjson.loads(encode(msg("model:text", 1, 0, ModelPayload(bundle=ref())))[1])
+    r = ControlState().apply(0, b"model:text", orjson.dumps({**good, "version": "1"}))
+    assert isinstance(r, Rejected) and r.code == "malformed" and "valid integer" in r.message
+    for bad in ("..", "-x", ".hidden", "a b"):
+        with pytest.raises(ValidationError):
+            ref(bad)

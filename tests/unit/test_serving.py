@@ -37,7 +37,9 @@ class VersionStage(NullStage):
 
 
 class Harness:
-    def __init__(self, stages: dict[str, VersionStage], broken: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def __init__(self, stages: dict[str, VersionStage], broken: set[str] = frozenset(),  # type: ignore[assignment]
+                 apply_published: bool = True) -> None:
+        self.apply_published = apply_published
         self.state = ControlState()
         self.published: list[tuple[str, object, str, int]] = []
         self.builtin = VersionStage("builtin")
@@ -51,6 +53,8 @@ class Harness:
 
     def publish(self, subject: str, payload: object, reason: str, expects: int) -> None:
         self.published.append((subject, payload, reason, expects))
+        if not self.apply_published:  # the record has not come back through the topic yet
+            return
         version = self.state.versions.get(subject, 0) + 1
         self.apply(subject, payload, version, self.state.version(subject) if expects < 0 else expects)
 
@@ -176,3 +180,12 @@ def test_a_model_that_fails_verification_leaves_the_version_in_service_serving()
     assert set(h.score(IDS[:20]).values()) == {"v1"}
     status = h.serving.status()
     assert status.weights == {"v1": 100.0} and "sha256 mismatch" in status.failed["v2"]
+
+
+def test_the_worker_stops_serving_a_candidate_it_rolls_back_before_the_record_comes_back() -> None:
+    h = Harness({"v2": VersionStage("v2", fail=True)}, apply_published=False)
+    h.apply("rollout:text", RolloutPayload(candidate=ref("v2"), weight_pct=50, phase="rollout", triggers=TRIGGERS))
+    first = h.score(IDS[:100])
+    assert "v2" in first.values()
+    assert set(h.score(IDS[100:300]).values()) == {"builtin"}  # the very next batch
+    assert h.state.rollout("text").phase == "rollout"  # type: ignore[union-attr]  # the record is not back yet
