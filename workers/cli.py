@@ -486,9 +486,11 @@ def bench(
     naive: Annotated[bool, typer.Option("--naive/--no-naive", help="measure the naive one-at-a-time consumer")] = True,
     lanes: Annotated[bool, typer.Option("--lanes/--no-lanes", help="high lane at low rate while the low lane is saturated")] = True,
     profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile when the text stage is benched, none with --quick)")] = [],  # noqa: B006
+    peers: Annotated[bool, typer.Option("--peers", help="also the peers, stepped like the worker in the same run: Faust's stream.take() batching and "
+                                        "Ray Serve's @serve.batch (Ray: pip install -e \".[bench-peers]\"); default stage text, no mixed, no profiles")] = False,
     slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
-    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 1500)")] = None,
+    max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 240 with --quick --peers, 1500)")] = None,
     model: Annotated[Optional[str], typer.Option("--model", "-m", help="the overhead bench instead: text model null | lexical | minilm; "
                                                  "router, text, fusion and the fleet at saturation and at 10 % load, against the raw client")] = None,
     role: Annotated[list[str], typer.Option("--role", "-r", help="with --model: router | text | fusion | fleet (repeat; default: all)")] = [],  # noqa: B006
@@ -517,22 +519,23 @@ def bench(
         return
     if role or records is not None:
         raise typer.BadParameter("--role and --records go with --model (the overhead bench)")
-    stages = tuple(stage) or (("text",) if quick else b.STAGES)
+    stages = tuple(stage) or (("text",) if quick or peers else b.STAGES)
     bad = [x for x in stages if x not in b.STAGES]
     if bad:
         raise typer.BadParameter(f"--stage must be among {', '.join(b.STAGES)}, got {bad}")
     # profiles are text-stage series: by default only when the text stage is benched
-    profiles = tuple(profile) if profile else (() if quick or "text" not in stages else b.available_profiles())
+    profiles = tuple(profile) if profile else (() if quick or peers or "text" not in stages else b.available_profiles())
     unknown = [p for p in profiles if p not in b.available_profiles()]
     if unknown:
         raise typer.BadParameter(f"--profile must be among {', '.join(b.available_profiles())}, got {unknown}")
     opts = b.BenchOptions(
-        stages=stages, mixed=(not quick) if mixed is None else mixed, naive=naive, lanes=lanes, profiles=profiles,
+        stages=stages, mixed=(not quick and not peers) if mixed is None else mixed, naive=naive, lanes=lanes, profiles=profiles,
+        peers=b.PEERS if peers else (),
         quick=quick, out_dir=out, config=config.resolve() if config else None,
-        max_seconds=max_seconds if max_seconds is not None else (50.0 if quick else 1500.0),
+        max_seconds=max_seconds if max_seconds is not None else ((240.0 if peers else 50.0) if quick else 1500.0),
         slo_ms=_parse_slo(slo), stop_after=1 if quick else 2, refine=1 if quick else 2,
     )
-    console.print(f"rtaudit bench: stages {', '.join(stages)}{' + mixed' if opts.mixed else ''}"
+    console.print(f"rtaudit bench: stages {', '.join(stages)}{' + mixed' if opts.mixed else ''}{'; peers ' + ', '.join(opts.peers) if opts.peers else ''}"
                   f"{'; profiles ' + ', '.join(profiles) if profiles else ''}; budget {opts.max_seconds:.0f} s; results in {out}")
 
     def on_step(step) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,8 @@ Modules, from the bottom up:
   (``python -m workers.bench.load ROLE TOPIC``);
 * :mod:`~workers.bench.rig` — a private embedded broker, the processes it starts, one step;
 * :mod:`~workers.bench.runner` — the stepped series per target (:class:`Bench`);
+* :mod:`~workers.bench.peers` and :mod:`~workers.bench.versus` — ``rtaudit bench --peers``: Faust's
+  ``stream.take()`` batching and Ray Serve's ``@serve.batch`` around the same stage, stepped like the worker;
 * :mod:`~workers.bench.feed` and :mod:`~workers.bench.overhead` — ``rtaudit bench --model``:
   the fleet's own cost per role and end to end, against the raw client (:class:`OverheadBench`);
 * :mod:`~workers.bench.report` — tables, ``bench.json``, ``overhead.json`` and the plot.
@@ -25,7 +27,8 @@ from typing import Any
 _EXPORTS = {
     "STAGES": "runner", "Bench": "runner", "BenchOptions": "runner", "BenchRun": "runner", "Budget": "runner",
     "StagePlan": "runner", "TargetResult": "runner", "available_profiles": "runner", "mixed_reference": "runner",
-    "profile_summary": "runner", "run_series": "runner",
+    "profile_summary": "runner", "run_series": "runner", "PeerSeries": "runner",
+    "PEERS": "peers", "peer_missing": "peers",
     "OverheadBench": "overhead", "OverheadOptions": "overhead",
     "overhead_table": "report", "plot": "report", "tables": "report", "write_json": "report", "write_overhead_json": "report",
 }

@@ -14,12 +14,18 @@ from rich.table import Table
 
 from workers.bench.overhead import Hop, OverheadRun, TargetOverhead
 from workers.bench.runner import BenchRun, TargetResult, profile_summary
-from workers.bench.stats import Ratio, find_knee, format_hist, peak_throughput, safe_ratio, saturated, throughput_within_p99
+from workers.bench.stats import (
+    Ratio, StepResult, compare_peer, cpu_ms_per_item, find_knee, format_hist, peak_throughput, safe_ratio, saturated,
+    side_by_side, throughput_within_p99,
+)
 
 #: the issue's targets.
 KNEE_VS_LIMIT = 0.9
 NAIVE_SPEEDUP = 3.0
 TEXT_P99_AT_70_MS = 150.0
+#: against each peer (issue 14): throughput at the peer's knee P99 over the peer's knee, and P99 at 70 % over the peer's.
+PEER_SPEEDUP = 1.2
+PEER_P99_AT_70 = 1.0
 
 
 def ratios(t: TargetResult) -> list[Ratio]:
@@ -71,6 +77,7 @@ def ratios(t: TargetResult) -> list[Ratio]:
             f"{_rate(t.at_70.offered_per_s)}/s offered, {t.at_70.sent} items"
             + ("" if known else f", P99 {t.at_70.p99_ms:.0f} ms at 70 % of a lower-bound knee: capacity not found"),
         ))
+    out += peer_ratios(t)
     hi = next((s for s in t.lanes if "hi lane" in s.target), None)
     lo = next((s for s in t.lanes if "lo lane" in s.target), None)
     if hi is not None:
@@ -79,6 +86,31 @@ def ratios(t: TargetResult) -> list[Ratio]:
             f"hi P99 {hi.p99_ms:.0f} ms, SLO {hi.slo_ms:.0f} ms, {hi.slo_misses}/{hi.sent} missed"
             + (f"; lo offered {_rate(lo.offered_per_s)}/s, served {_rate(lo.achieved_per_s)}/s" if lo else ""),
         ))
+    return out
+
+
+def peer_ratios(t: TargetResult) -> list[Ratio]:
+    """Issue 14's targets against each measured peer: the worker's throughput at the peer's knee
+    P99 over the peer's knee throughput (≥ 1.2), and its P99 at 70 % of its own capacity over
+    the peer's at 70 % of the peer's (≤ 1)."""
+    out: list[Ratio] = []
+    for peer in t.peers:
+        if not peer.steps:
+            continue
+        c = compare_peer(peer.name, t.worker, peer.steps, t.slo_ms, t.at_70, peer.at_70)
+        pk, at = c.peer_knee, c.at_peer_p99
+        out.append(Ratio(
+            t.name, f"throughput at {peer.name} knee P99 / {peer.name} knee", c.throughput_ratio, PEER_SPEEDUP, "at_least",
+            (f"{peer.name} {_rate(pk.achieved_per_s)}/s at P99 {pk.p99_ms:.0f} ms; worker "
+             + (f"{_rate(at.achieved_per_s)}/s at P99 {at.p99_ms:.0f} ms" if at else "never that fast")
+             + ("" if c.worker_saturated else " (worker never saturated: a lower bound)"))
+            if pk else f"{peer.name} never kept up",
+        ))
+        detail = (f"worker {_ms(c.worker_70.p99_ms)} ms at {_rate(c.worker_70.offered_per_s)}/s, " if c.worker_70 else "worker -, ") + (
+            f"{peer.name} {_ms(c.peer_70.p99_ms)} ms at {_rate(c.peer_70.offered_per_s)}/s" if c.peer_70 else f"{peer.name} -")
+        if not (c.worker_saturated and c.peer_saturated):
+            detail += "; a capacity was not found (knee only a lower bound): not rated"
+        out.append(Ratio(t.name, f"P99 at 70% / {peer.name}'s", c.p99_70_ratio, PEER_P99_AT_70, "at_most", detail))
     return out
 
 
@@ -141,8 +173,10 @@ def steps_table(t: TargetResult) -> Table:
         "batch mean", "batches by size (le:n)", "CPU % of a core", "",
         title=escape(f"{t.name}: stepped load (SLO {t.slo_ms:.0f} ms)" + (f" — {'; '.join(t.notes)}" if t.notes else "")),
     )
-    knees = {id(find_knee(series, t.slo_ms)): saturated(series, t.slo_ms) for series in (t.worker, t.naive) if series}
-    for s in [*t.worker, *([t.at_70] if t.at_70 else []), *t.lanes, *t.naive]:
+    peers = [p.steps for p in t.peers]
+    knees = {id(find_knee(series, t.slo_ms)): saturated(series, t.slo_ms) for series in (t.worker, t.naive, *peers) if series}
+    extra = [s for p in t.peers for s in [*p.steps, *([p.at_70] if p.at_70 else [])]]
+    for s in [*t.worker, *([t.at_70] if t.at_70 else []), *t.lanes, *t.naive, *extra]:
         mark = "" if id(s) not in knees else "◀ knee" if knees[id(s)] else "◀ knee ≥ (never saturated)"
         if s.send_lag_ms > 100:
             mark += f" gen late {s.send_lag_ms:.0f} ms"
@@ -159,8 +193,66 @@ def steps_table(t: TargetResult) -> Table:
     return table
 
 
+def _series(t: TargetResult) -> dict[str, tuple[list[StepResult], StepResult | None, str]]:
+    """``name → (steps, 70 % step, CPU process name)`` of the worker, the naive consumer and each peer."""
+    out = {"worker": (t.worker, t.at_70, t.name.split(" ")[0])}
+    if t.naive:
+        out["naive"] = (t.naive, None, "naive")
+    for p in t.peers:
+        out[p.name] = (p.steps, p.at_70, p.name)
+    return out
+
+
+def peers_table(t: TargetResult) -> Table | None:
+    """The worker and its peers side by side: knee, P99 there, P50/P99 at 70 % of each one's
+    own capacity, peak throughput, CPU ms per item at the knee (own processes; the broker
+    apart), mean batch at the knee. A skipped peer gets a row saying why."""
+    if not t.peers:
+        return None
+    table = Table("series", "knee items/s", "P50 / P99 at knee ms", "P50 / P99 at 70% ms", "peak items/s",
+                  "CPU ms/item at knee (own)", "broker CPU ms/item", "batch mean at knee", "start s", "load avg at start", "note",
+                  title=escape(f"{t.name}: the worker and its peers (same load, SLO {t.slo_ms:.0f} ms, same broker, this run)"))
+    starts = {p.name: p.start_s for p in t.peers}
+    loads = {"worker": t.load_at_start, **{p.name: p.load_at_start for p in t.peers}}
+    for name, (steps, at_70, proc) in _series(t).items():
+        knee = find_knee(steps, t.slo_ms)
+        lower = knee is not None and not saturated(steps, t.slo_ms)
+        cpu = cpu_ms_per_item(knee, [proc]) if knee else None
+        broker = cpu_ms_per_item(knee, ["broker"]) if knee else None
+        table.add_row(
+            name, (_rate(knee.achieved_per_s) + (" ≥" if lower else "")) if knee else "-",
+            f"{_ms(knee.p50_ms)} / {_ms(knee.p99_ms)}" if knee else "-",
+            f"{_ms(at_70.p50_ms)} / {_ms(at_70.p99_ms)}" if at_70 else "-", _rate(peak_throughput(steps)) if steps else "-",
+            f"{cpu:.1f}" if cpu is not None else "-", f"{broker:.1f}" if broker is not None else "-",
+            " ".join(f"{v:.1f}" for v in knee.batch_mean.values()) if knee else "-",
+            f"{starts[name]:.0f}" if starts.get(name) is not None else "",
+            f"{loads[name]:.1f}" if loads.get(name) is not None else "", "",
+        )
+    for p in t.peers:
+        if p.note:
+            table.add_row(p.name, *["-"] * 9, escape(p.note))
+    return table
+
+
+def side_by_side_table(t: TargetResult) -> Table | None:
+    """One row per offered rate, one column per series: achieved/s and P50/P99 ms at that step."""
+    if not t.peers:
+        return None
+    series = {name: steps for name, (steps, _, _) in _series(t).items() if steps and name != "naive"}
+    table = Table("offered/s", *[f"{n}: achieved/s, P50/P99 ms" for n in series],
+                  title=escape(f"{t.name}: each step side by side (✗ = did not keep up)"))
+    for rate, row in side_by_side(series):
+        cells = []
+        for name in series:
+            s = row.get(name)
+            cells.append("" if s is None else f"{_rate(s.achieved_per_s)}, {_ms(s.p50_ms)}/{_ms(s.p99_ms)}"
+                         + ("" if s.keeps_up(t.slo_ms) else " ✗"))
+        table.add_row(_rate(rate), *cells)
+    return table
+
+
 def ratio_table(run: BenchRun) -> Table:
-    t = Table("stage", "ratio", "measured", "target", "met", "detail", title="targets (issue 3), as measured in this run")
+    t = Table("stage", "ratio", "measured", "target", "met", "detail", title="targets, as measured in this run")
     for tr in run.targets:
         if tr.profile is not None:
             continue
@@ -191,6 +283,8 @@ def profile_table(run: BenchRun) -> Table | None:
 def tables(run: BenchRun) -> list[Table]:
     out = [header_table(run), limit_table(run)]
     out += [steps_table(t) for t in run.targets if t.same_as is None]
+    for t in run.targets:
+        out += [x for x in (side_by_side_table(t), peers_table(t)) if x is not None]
     prof = profile_table(run)
     if prof is not None:
         out.append(prof)
@@ -215,9 +309,14 @@ def write_json(run: BenchRun, path: Path) -> Path:
     return path
 
 
+#: line style of each peer's series in the plot.
+PEER_STYLES: dict[str, object] = {"faust": "-.", "ray": (0, (5, 1, 1, 1, 1, 1))}
+
+
 def plot(run: BenchRun, path: Path) -> Path:
     """Two panels, log-log: achieved vs offered (with each stage's limit) and P99 vs offered
-    (with each SLO). Solid = worker, dashed = naive consumer, dotted = profiles; ★ = knee."""
+    (with each SLO). Solid = worker, dashed = naive consumer, dotted = profiles, dash-dot =
+    Faust peer, dash-dot-dot = Ray peer; ★ = knee."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -230,13 +329,14 @@ def plot(run: BenchRun, path: Path) -> Path:
         series = [("worker" if tr.profile is None else tr.profile, tr.worker, ":" if tr.profile else "-")]
         if tr.naive:
             series.append(("naive", tr.naive, "--"))
+        series += [(p.name, p.steps, PEER_STYLES.get(p.name, "-.")) for p in tr.peers]
         for kind, steps, style in series:
             if not steps:
                 continue
             x = [s.offered_per_s for s in steps]
             label = f"{tr.name} {kind}" if tr.profile is None else tr.name
-            ax_t.plot(x, [s.achieved_per_s for s in steps], style, marker="o", ms=3, color=color, label=label)
-            ax_l.plot(x, [s.p99_ms for s in steps], style, marker="o", ms=3, color=color, label=label)
+            ax_t.plot(x, [s.achieved_per_s for s in steps], linestyle=style, marker="o", ms=3, color=color, label=label)
+            ax_l.plot(x, [s.p99_ms for s in steps], linestyle=style, marker="o", ms=3, color=color, label=label)
             knee = find_knee(steps, tr.slo_ms)
             if knee is not None:
                 ax_t.plot([knee.offered_per_s], [knee.achieved_per_s], "*", ms=12, color=color)
@@ -245,7 +345,7 @@ def plot(run: BenchRun, path: Path) -> Path:
             ax_t.axhline(tr.limit.best_per_s, color=color, lw=0.8, alpha=0.6)
         if tr.profile is None:
             ax_l.axhline(tr.slo_ms, color=color, lw=0.8, alpha=0.6)
-    everything = [s.offered_per_s for tr in run.targets for s in tr.worker + tr.naive]
+    everything = [s.offered_per_s for tr in run.targets for s in tr.worker + tr.naive + [x for p in tr.peers for x in p.steps]]
     if everything:
         lo, hi = min(everything), max(everything)
         ax_t.plot([lo, hi], [lo, hi], color="grey", lw=0.8, ls="-.", label="achieved = offered")

@@ -1,10 +1,12 @@
 """The bench's rig: a private embedded broker on a free loopback port with the topic
-catalogue, the worker processes and the naive consumer it starts, and one open-loop
-step of load through it (``run_step``). Used by :mod:`workers.bench.runner`."""
+catalogue, the worker processes, the naive consumer and the peers (:mod:`workers.bench.peers`)
+it starts, and one open-loop step of load through it (``run_step``). Used by
+:mod:`workers.bench.runner`."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import time
@@ -20,8 +22,8 @@ from schemas.messages import MediaItem
 from topics.catalog import lane_topic
 from workers.bench.inputs import Corpus, modality_of, task_value
 from workers.bench.load import ArrivalReader, Measure, Send, naive_command, send_open_loop
-from workers.bench.stats import StepResult, cpu_percent, schedule, step_count, summarize_step
-from workers.children import popen_options
+from workers.bench.stats import StepResult, cpu_delta, cpu_percent, schedule, step_count, summarize_step
+from workers.children import popen_options, stop_group
 from workers.fleet import Fleet
 from workers.kafka import producer_config
 from workers.settings import Settings
@@ -38,6 +40,46 @@ def process_cpu_seconds(pid: int) -> float:
     ``/proc/<pid>/stat`` (Linux). Raises ``OSError`` when there is no such process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and every live descendant of it (children, their children…), from ``/proc``
+    (Linux): a peer and what it started, even those in sessions of their own (Ray's actors)."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            ppid = int(Path(f"/proc/{entry}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue  # exited meanwhile
+        children.setdefault(ppid, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        tree.append(p)
+        todo += children.get(p, [])
+    return tree
+
+
+def _started_at(pid: int) -> int | None:
+    """When process ``pid`` started (clock ticks after boot), ``None`` when it is gone."""
+    try:
+        return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds (user + system) used so far by ``pid`` and its live descendants (those that
+    already exited are not counted). Raises ``OSError`` when ``pid`` is gone."""
+    total = process_cpu_seconds(pid)
+    for p in process_tree(pid)[1:]:
+        try:
+            total += process_cpu_seconds(p)
+        except (OSError, ValueError, IndexError):
+            continue
+    return total
 
 
 # ---------------------------------------------------------------- the rig
@@ -57,7 +99,9 @@ class Rig:
             "RTAUDIT_STATE_DIR": str(log_dir.parent / "state"), **(env or {}),
         })
         self.run_id = uuid.uuid4().hex[:6]
+        #: the reference process running now (the naive consumer or a peer), and its name.
         self._naive: subprocess.Popen[bytes] | None = None
+        self._naive_name = "naive"
 
     def __enter__(self) -> "Rig":
         self.fleet.launch()
@@ -85,8 +129,6 @@ class Rig:
         (summed over replicas), the naive consumer, the broker and this process (the load
         generator and reader). Linux ``/proc``; empty elsewhere."""
         procs: dict[str, list[int]] = {role: [p.pid for p in ps] for role, ps in self.fleet.processes.items()}
-        if self._naive is not None:
-            procs["naive"] = [self._naive.pid]
         if self.fleet.broker is not None and self.fleet.broker.process is not None:
             procs["broker"] = [self.fleet.broker.process.pid]
         procs["bench"] = [os.getpid()]
@@ -96,6 +138,11 @@ class Rig:
                 out[name] = sum(process_cpu_seconds(pid) for pid in pids)
             except (OSError, ValueError, IndexError):
                 continue
+        if self._naive is not None:  # with its descendants: a peer's own processes count too
+            try:
+                out[self._naive_name] = tree_cpu_seconds(self._naive.pid)
+            except (OSError, ValueError, IndexError):
+                pass
         return out
 
     def start_fleet(self, roles: tuple[str, ...], timeout_s: float = 240.0) -> None:
@@ -112,27 +159,43 @@ class Rig:
     def start_naive(self, role: str, timeout_s: float = 120.0) -> tuple[str, float]:
         """The naive consumer of ``role`` in its own process, on its own new topic; returns
         ``(topic, seconds until it answered a probe)``."""
-        topic = f"rtaudit-bench.naive.{role}.{self.run_id}"
+        return self.start_reference("naive", role, lambda topic: naive_command(role, topic), timeout_s)
+
+    def start_reference(self, name: str, role: str, command: Callable[[str], list[str]], timeout_s: float = 120.0,
+                        env: dict[str, str] | None = None) -> tuple[str, float]:
+        """A reference consumer of ``role`` (the naive consumer or a peer: ``command(topic)``
+        is its command line) in its own process group, on its own new topic, with the rig's
+        settings in its environment (and ``env``); its CPU is reported as ``name``. Returns
+        ``(topic, seconds until it answered a probe)``. One reference runs at a time."""
+        self.stop_naive()
+        topic = f"rtaudit-bench.{name}.{role}.{self.run_id}"
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
         admin.create_topics([NewTopic(topic, num_partitions=self.settings.partitions, replication_factor=-1)])[topic].result(15)
-        env = {**os.environ, "HF_HUB_OFFLINE": "1", **self.fleet.env, "RTAUDIT_EMBEDDED_PORT": str(self.settings.embedded_port)}
+        full_env = {**os.environ, "HF_HUB_OFFLINE": "1", **self.fleet.env, "RTAUDIT_EMBEDDED_PORT": str(self.settings.embedded_port),
+                    **(env or {})}
         if self.fleet.config is not None:
-            env["RTAUDIT_CONFIG"] = str(self.fleet.config)
+            full_env["RTAUDIT_CONFIG"] = str(self.fleet.config)
         self.fleet.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.fleet.log_dir / f"naive-{role}.log", "wb") as logf:
+        self._naive_name = name
+        with open(self.fleet.log_dir / f"{name}-{role}.log", "wb") as logf:
             self._naive = subprocess.Popen(
-                naive_command(role, topic), env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
+                command(topic), env=full_env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
         return topic, self.probe(topic, role, timeout_s)
 
     def stop_naive(self) -> None:
+        """Stop the reference process (naive consumer or peer) and its process group: SIGTERM,
+        then SIGKILL to what is left after 20 s; then SIGKILL any descendant still alive that
+        left the group (Ray's actors run in sessions of their own)."""
         if self._naive is not None:
-            self._naive.terminate()
-            try:
-                self._naive.wait(10)
-            except subprocess.TimeoutExpired:
-                self._naive.kill()
-                self._naive.wait()
+            tree = {pid: _started_at(pid) for pid in process_tree(self._naive.pid)[1:]}
+            stop_group(self._naive, timeout_s=20.0)
+            for pid, started in tree.items():
+                if started is not None and _started_at(pid) == started:  # the same process, not a reused pid
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except (ProcessLookupError, PermissionError):
+                        pass
             self._naive = None
 
     def probe(self, topic: str, role: str, timeout_s: float) -> float:
@@ -146,7 +209,8 @@ class Rig:
             if self.fleet.exited():
                 raise RuntimeError(f"workers exited: {self.fleet.exited()}; logs in {self.fleet.log_dir}")
             if self._naive is not None and self._naive.poll() is not None:
-                raise RuntimeError(f"the naive {role} consumer exited ({self._naive.returncode}); log in {self.fleet.log_dir}")
+                raise RuntimeError(f"the {self._naive_name} {role} consumer exited ({self._naive.returncode}); "
+                                   f"log {self.fleet.log_dir / f'{self._naive_name}-{role}.log'}")
             rid = f"probe-{uuid.uuid4().hex[:10]}"
             sent.append(rid)
             self.reader.expect({rid: time.time()}, "partial")
@@ -190,8 +254,10 @@ def run_step(rig: Rig, streams: list[Stream], duration_s: float, max_items: int,
     wait_s = max(st.slo_ms for st in streams) / 1000.0 + 2.0
     rig.reader.wait([i for ids in per_stream for i in ids], timeout_s=max(0.0, last_due + wait_s - time.time()))
     censor = time.time()
-    cpu = cpu_percent(cpu_before, rig.cpu_seconds(), time.monotonic() - wall_before)
+    cpu_after = rig.cpu_seconds()
+    cpu = cpu_percent(cpu_before, cpu_after, time.monotonic() - wall_before)
+    cpu_s = cpu_delta(cpu_before, cpu_after)
     return [
-        summarize_step(st.label, st.rate, rig.reader.samples(ids), st.slo_ms, censor, lag_ms, cpu_pct=cpu)
+        summarize_step(st.label, st.rate, rig.reader.samples(ids), st.slo_ms, censor, lag_ms, cpu_pct=cpu, cpu_s=cpu_s)
         for st, ids in zip(streams, per_stream)
     ]

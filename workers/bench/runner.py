@@ -15,6 +15,9 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
    achieved throughput, P50/P95/P99 from the due time, SLO misses and batch sizes.
    Then a step at 70 % of the knee, and the high lane at a small rate while the
    low lane is offered 1.25 × the most the worker ever served (saturated).
+   With ``peers``, before the worker: each peer (:mod:`workers.bench.peers`: Faust's
+   ``stream.take()`` batching, Ray Serve's ``@serve.batch``) on its own topic of the same
+   broker, alone, the worker's steps and its own 70 % step (:mod:`workers.bench.versus`).
 4. **mixed** — the whole fleet, requests (text, a share with an image) to
    ``audit.requests``, latency to the verdict on ``audit.verdicts``.
 5. **profiles** — the text stage's steps again for each named batching profile.
@@ -83,6 +86,8 @@ class BenchOptions:
     plans: dict[str, StagePlan] = field(default_factory=dict)
     #: seconds of the limit measurement per batch size (default: 1-3 s by stage, half with ``quick``).
     limit_s: float | None = None
+    #: peers stepped like the worker, in the same run (``faust``, ``ray``: :mod:`workers.bench.peers`).
+    peers: tuple[str, ...] = ()
 
     def plan(self, target: str) -> StagePlan:
         base = self.plans.get(target) or (QUICK_PLANS if self.quick else FULL_PLANS)[target]
@@ -174,6 +179,21 @@ def run_series(
 
 
 @dataclass
+class PeerSeries:
+    """One peer's stepped series on a stage (:mod:`workers.bench.versus`). ``note`` says why
+    it was skipped or failed (empty when measured); ``start_s`` is the seconds from its
+    start until it answered a probe."""
+
+    name: str
+    steps: list[StepResult] = field(default_factory=list)
+    at_70: StepResult | None = None
+    start_s: float | None = None
+    note: str = ""
+    #: the machine's 1-minute load average when the series started (others' work shows here).
+    load_at_start: float | None = None
+
+
+@dataclass
 class TargetResult:
     """Everything measured for one stage (or the mixed fleet, or one profile)."""
 
@@ -190,6 +210,10 @@ class TargetResult:
     #: the target whose steps these are (a profile the text stage already ran under).
     same_as: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: the peers, in the order they ran (before the worker, on the same broker).
+    peers: list[PeerSeries] = field(default_factory=list)
+    #: the machine's 1-minute load average when the worker's series started.
+    load_at_start: float | None = None
 
 
 @dataclass
@@ -338,10 +362,11 @@ class Bench:
         return run
 
     def stage(self, stage: str, res: TargetResult) -> None:
-        """Limit, the naive consumer, then the worker's steps, its 70 % step and the lanes step
-        of one stage, into ``res``. The naive consumer runs first and alone (then stops), so
-        each is measured without the other's process on the CPU; when time runs short the
-        lanes step goes first, then the 70 % step, never the two series."""
+        """Limit, the naive consumer, the peers (``opts.peers``), then the worker's steps, its
+        70 % step and the lanes step of one stage, into ``res``. The naive consumer and each peer
+        run alone on the same broker (then stop), so each is measured without the others'
+        processes on the CPU; when time runs short the lanes step goes first, then the 70 %
+        step, never the series."""
         plan = self.opts.plan(stage)
         limit = res.limit = self.limit(stage)
         modality = modality_of(stage)
@@ -355,12 +380,19 @@ class Bench:
                 naive = self.task_stream(stage, topic, "lo", f"{stage} naive", plan.slo_ms)
                 res.naive = run_series(
                     rig, naive, step_rates(limit.single_per_s, plan.naive_fractions), plan, self.opts, self.budget,
-                    "n", self.on_step, start_s + 4 * cost, steps=res.naive,  # keep time for the worker's part
+                    "n", self.on_step, (1 + len(self.opts.peers)) * (start_s + 4 * cost), steps=res.naive,  # keep time for the rest
                 )
                 rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
                 rig.stop_naive()
+            if self.opts.peers:
+                from workers.bench.versus import run_peer
+
+                for n, kind in enumerate(self.opts.peers):
+                    res.peers.append(PeerSeries(kind))
+                    run_peer(self, rig, stage, res.peers[-1], (len(self.opts.peers) - n) * (start_s + 4 * cost))
             self.say(f"{stage}: the worker alone…")
             rig.start_worker(stage)
+            res.load_at_start = round(os.getloadavg()[0], 2)
             res.worker = run_series(
                 rig, lo, step_rates(limit.best_per_s, plan.fractions), plan, self.opts, self.budget, "w", self.on_step,
                 2 * cost, res.worker,  # keep time for the 70 % and lanes steps

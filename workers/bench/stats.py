@@ -125,9 +125,11 @@ class StepResult:
     send_lag_ms: float = 0.0
     #: median time from routing (the due time, per stage) to the item's batch forming, ms, per stage.
     queue_p50_ms: dict[str, float] = field(default_factory=dict)
-    #: CPU used during the step per process (worker roles, naive, broker, bench), % of one core.
+    #: CPU used during the step per process (worker roles, naive, peers, broker, bench), % of one core.
     cpu_pct: dict[str, float] = field(default_factory=dict)
     note: str = ""
+    #: CPU seconds used during the step per process (same keys as ``cpu_pct``), s.
+    cpu_s: dict[str, float] = field(default_factory=dict)
 
     def keeps_up(self, bound_ms: float, ratio: float = KEEP_UP_RATIO) -> bool:
         """Achieved ≥ ``ratio`` × offered, P99 ≤ ``bound_ms`` and every item answered."""
@@ -140,6 +142,7 @@ class StepResult:
 def summarize_step(
     target: str, offered_per_s: float, samples: Sequence[Sample], slo_ms: float, censor_s: float,
     send_lag_ms: float = 0.0, note: str = "", cpu_pct: dict[str, float] | None = None,
+    cpu_s: dict[str, float] | None = None,
 ) -> StepResult:
     """Statistics of one step.
 
@@ -181,7 +184,7 @@ def summarize_step(
         slo_ms=slo_ms, slo_misses=misses,
         batch_mean={k: mean_batch_size(v) for k, v in by_stage.items()},
         batch_hist={k: batch_histogram(v) for k, v in by_stage.items()},
-        send_lag_ms=send_lag_ms, note=note, cpu_pct=dict(cpu_pct or {}),
+        send_lag_ms=send_lag_ms, note=note, cpu_pct=dict(cpu_pct or {}), cpu_s=dict(cpu_s or {}),
         queue_p50_ms={k: percentile(v, 50) for k, v in queued.items()},
     )
 
@@ -254,6 +257,81 @@ def cpu_percent(before: dict[str, float], after: dict[str, float], wall_s: float
     if wall_s <= 0:
         return {}
     return {k: round(100.0 * (after[k] - before[k]) / wall_s, 1) for k in after if k in before}
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    """CPU seconds used between two snapshots, per process name present in both, s."""
+    return {k: round(after[k] - before[k], 4) for k in after if k in before}
+
+
+def cpu_ms_per_item(step: StepResult, processes: Sequence[str]) -> float | None:
+    """CPU ms the named processes used during ``step`` per item answered ``ok``; ``None`` when
+    the step answered nothing or recorded no CPU seconds for one of them."""
+    if step.ok <= 0 or any(p not in step.cpu_s for p in processes):
+        return None
+    return 1000.0 * sum(step.cpu_s[p] for p in processes) / step.ok
+
+
+# ---------------------------------------------------------------- peers
+
+
+@dataclass(frozen=True)
+class PeerComparison:
+    """The worker against one peer, both stepped with the same load in the same run.
+
+    Rates in items/s, latencies in ms. ``at_peer_p99`` is the worker's best step whose P99
+    is within the peer's P99 at the peer's knee; ``throughput_ratio`` = its achieved rate
+    over the peer's knee throughput (the issue's target: ≥ 1.2). ``p99_70_ratio`` = the
+    worker's P99 at 70 % of its own capacity over the peer's at 70 % of the peer's (≤ 1).
+    A ratio is ``None`` when a side was not measured (no knee, no 70 % step, or a knee
+    that is only a lower bound: capacity not found).
+    """
+
+    peer: str
+    worker_knee: StepResult | None
+    peer_knee: StepResult | None
+    at_peer_p99: StepResult | None
+    throughput_ratio: float | None
+    worker_70: StepResult | None
+    peer_70: StepResult | None
+    p99_70_ratio: float | None
+    #: each side's knee is the capacity (a step above it failed), not only a lower bound.
+    worker_saturated: bool
+    peer_saturated: bool
+
+
+def compare_peer(
+    peer: str, worker: Sequence[StepResult], peer_steps: Sequence[StepResult], bound_ms: float,
+    worker_70: StepResult | None = None, peer_70: StepResult | None = None,
+) -> PeerComparison:
+    """Compare the worker's stepped series with a peer's (same offered rates and ``bound_ms``).
+
+    The throughput ratio needs the peer's knee; it is rated even when the worker never
+    saturated (its knee is then a lower bound, so the ratio is too). The P99 ratio at 70 %
+    needs both 70 % steps and both capacities found (70 % of a lower bound is not 70 % load).
+    """
+    wk, pk = find_knee(worker, bound_ms), find_knee(peer_steps, bound_ms)
+    at = throughput_within_p99(worker, pk.p99_ms) if pk is not None else None
+    w_sat, p_sat = saturated(worker, bound_ms), saturated(peer_steps, bound_ms)
+    ratio_70 = None
+    if worker_70 is not None and peer_70 is not None and w_sat and p_sat:
+        ratio_70 = safe_ratio(worker_70.p99_ms, peer_70.p99_ms)
+    return PeerComparison(
+        peer=peer, worker_knee=wk, peer_knee=pk, at_peer_p99=at,
+        throughput_ratio=safe_ratio(at.achieved_per_s if at else None, pk.achieved_per_s if pk else None),
+        worker_70=worker_70, peer_70=peer_70, p99_70_ratio=ratio_70, worker_saturated=w_sat, peer_saturated=p_sat,
+    )
+
+
+def side_by_side(series: dict[str, Sequence[StepResult]], digits: int = 1) -> list[tuple[float, dict[str, StepResult]]]:
+    """Steps of several series aligned by offered rate (items/s, rounded to ``digits``):
+    one ``(rate, {series name: its step at that rate})`` per rate any series offered, ascending.
+    A series with two steps at the same rounded rate keeps the later one."""
+    rows: dict[float, dict[str, StepResult]] = {}
+    for name, steps in series.items():
+        for s in steps:
+            rows.setdefault(round(s.offered_per_s, digits), {})[name] = s
+    return sorted(rows.items())
 
 
 def format_hist(hist: dict[int, float]) -> str:
