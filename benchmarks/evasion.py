@@ -4,9 +4,9 @@ Usage: ``python benchmarks/evasion.py [--n 300] [--seed 0] [--data ../shared/dat
 
 Offensive texts: ``n`` tweets of class 1 ("offensive language") from Davidson
 et al. 2017 (``text/davidson/labeled_data.csv``), drawn with ``seed``; benign
-texts: :mod:`engine.text.benign`; and, to check that normalization invents no
+texts: :mod:`rtaudit.engine.text.benign`; and, to check that normalization invents no
 flags, every class-2 ("neither") tweet scored raw and normalized. Scorer: alt-profanity-check
-(:class:`engine.models.profanity.ProfanityScorer`) at threshold 0.5.
+(:class:`rtaudit.engine.models.profanity.ProfanityScorer`) at threshold 0.5.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from engine.models.profanity import ProfanityScorer  # noqa: E402
-from engine.text.robustness import evasion_report, format_reports, newly_flagged, normalized  # noqa: E402
+from rtaudit.engine.models.profanity import ProfanityScorer  # noqa: E402
+from rtaudit.engine.text.robustness import evasion_report, format_reports, newly_flagged, normalized  # noqa: E402
 
 
 def davidson(csv_path: Path, label: str, n: int | None = None, seed: int = 0) -> list[str]:

@@ -6,14 +6,14 @@ Usage: ``python benchmarks/int8_encoder.py [--threads 1] [--rounds 3] [--max-row
 One run measures both graphs that ``rtaudit text build-encoder`` puts in the cache
 (built first if missing), on CPU, with the same onnxruntime intra-op threads:
 
-* **throughput**: :meth:`engine.text.encoder.MiniLMEncoder.encode` (tokenization included,
+* **throughput**: :meth:`rtaudit.engine.text.encoder.MiniLMEncoder.encode` (tokenization included,
   no embedding memo) on dev texts of Davidson, OLID and HateXplain (seeded-hash sample):
   ``--b64-texts`` texts in batches of 64, ``--b1-texts`` one at a time. Also timed, as a
   reference: the fp32 graph after int8's first build step (BERT fusions) without quantizing,
   which shows how much of the gain is quantization. The graphs
   alternate within each of ``--rounds`` rounds (so a load spike from other processes hits
   all of them), and the table gives the median round and the best round.
-* **quality**: ``rtaudit eval``'s classification (:func:`engine.text.evaluation.classification`)
+* **quality**: ``rtaudit eval``'s classification (:func:`rtaudit.engine.text.evaluation.classification`)
   with the trained heads of ``engine/text/artifacts`` on top of each graph's embeddings:
   macro-F1 per dev set (COLD is scored by the Chinese model, which uses no encoder, so its
   row only confirms that; the Jigsaw sample is a test split: printed for reference, not part
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from engine.text import data as D  # noqa: E402
-from engine.text import encoder as E  # noqa: E402
-from engine.text import evaluation as ev  # noqa: E402
+from rtaudit.engine.text import data as D  # noqa: E402
+from rtaudit.engine.text import encoder as E  # noqa: E402
+from rtaudit.engine.text import evaluation as ev  # noqa: E402
 
 PRECISIONS = ("fp32", "int8")
 TARGET_SPEEDUP, TARGET_F1_LOSS = 2.0, 0.01
@@ -69,7 +69,7 @@ def rate(enc: E.MiniLMEncoder, texts: list[str], batch_size: int) -> float:
 def throughput(threads: int, texts: list[str], single: list[str], rounds: int,
                fused: Path | None) -> dict[str, dict[str, list[float]]]:
     """Per graph, texts/s per round at batch 64 and 1; ``fused``: also time that graph as ``fp32-fused``."""
-    from engine.models.onnx import session
+    from rtaudit.engine.models.onnx import session
 
     encoders = {p: E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=threads, precision=p, batch_size=64)
                 for p in PRECISIONS}
@@ -93,9 +93,9 @@ def quality(root: Path, threads: int, max_rows: int | None,
             retrain: bool) -> dict[str, dict[str, tuple[str, int, float]]]:
     """Macro-F1 per eval set: ``fp32`` and ``int8`` with the shipped heads; with ``retrain`` also
     ``int8 retrained``: the English head refitted on int8 embeddings by ``rtaudit text train``'s own
-    :func:`engine.text.train.train_english` (train rows fitted; C and thresholds on dev rows, as for
+    :func:`rtaudit.engine.text.train.train_english` (train rows fitted; C and thresholds on dev rows, as for
     the shipped head; no test split), kept in memory: ``engine/text/artifacts`` is not touched."""
-    from engine.text.scoring import TextScorer
+    from rtaudit.engine.text.scoring import TextScorer
 
     out: dict[str, dict[str, tuple[str, int, float]]] = {}
 
@@ -112,7 +112,7 @@ def quality(root: Path, threads: int, max_rows: int | None,
         measure(p, scorer, started)
         memo.save()
     if retrain:
-        from engine.text.train import train_english
+        from rtaudit.engine.text.train import train_english
 
         started = time.perf_counter()
         scorer.head, report = train_english(root, scorer.encoder, scorer.lexical)  # the int8 scorer, memo on

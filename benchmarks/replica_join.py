@@ -19,11 +19,11 @@ import time
 import uuid
 from pathlib import Path
 
-from topics.catalog import lane_topic
-from workers.bench.load import Send, send_open_loop
-from workers.bench.rig import Rig
-from workers.bench.inputs import task_value
-from workers.settings import load_settings
+from rtaudit.topics.catalog import lane_topic
+from rtaudit.workers.bench.load import Send, send_open_loop
+from rtaudit.workers.bench.rig import Rig
+from rtaudit.workers.bench.inputs import task_value
+from rtaudit.workers.settings import load_settings
 
 
 def main() -> None:

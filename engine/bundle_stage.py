@@ -1,9 +1,9 @@
-"""A model stage from a bundle (:mod:`engine.bundle`), its golden check and its warm-up.
+"""A model stage from a bundle (:mod:`rtaudit.engine.bundle`), its golden check and its warm-up.
 
 :func:`ready_stage` is what a worker runs off the hot path before it may serve a new version:
-:func:`engine.bundle.verify` (every sha256) and :func:`engine.bundle.check_runtime`, then
+:func:`rtaudit.engine.bundle.verify` (every sha256) and :func:`rtaudit.engine.bundle.check_runtime`, then
 :func:`load_stage` builds the stage, :func:`check_golden` runs the golden set through
-:func:`engine.stage.process_batch` and compares each score within the bundle's tolerance, and
+:func:`rtaudit.engine.stage.process_batch` and compares each score within the bundle's tolerance, and
 :func:`warm` runs one batch per batch-size bucket. Every partial the stage produces names the
 bundle's version (``ModelRef(name=..., version=<bundle version>)``).
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from engine.bundle import (
+from rtaudit.engine.bundle import (
     BundleCorrupt,
     BundleError,
     BundleManifest,
@@ -36,9 +36,9 @@ from engine.bundle import (
     package,
     verify,
 )
-from engine.models import ModelStage, StageOutput
-from engine.stage import process_batch
-from schemas.messages import MediaItem, ModalityTask, ModelRef
+from rtaudit.engine.models import ModelStage, StageOutput
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.messages import MediaItem, ModalityTask, ModelRef
 
 #: the text golden set made in code: benign and abusive English, evasions, Chinese, another script, empty.
 GOLDEN_TEXTS: tuple[str, ...] = (
@@ -74,7 +74,7 @@ TEXT_ARTIFACTS = ("manifest.json", "en_head.npz", "zh_char_lr.npz")
 
 @dataclass(frozen=True)
 class StageOptions:
-    """How to build a stage on this host (from :class:`workers.settings.Settings` via :meth:`of`)."""
+    """How to build a stage on this host (from :class:`rtaudit.workers.settings.Settings` via :meth:`of`)."""
 
     prefer_gpu: bool = True
     intra_op_threads: int = 0
@@ -94,17 +94,17 @@ class StageOptions:
                    encoder_precision=settings.text_encoder_precision, media_policy=settings.media.policy())
 
     def policy(self) -> Any:
-        from engine.media import MediaPolicy
+        from rtaudit.engine.media import MediaPolicy
 
         return self.media_policy if self.media_policy is not None else MediaPolicy()
 
 
 class NullBundleStage:
-    """The ``null`` runtime: :class:`engine.models.null.NullStage` (fixed ``scores``) that sleeps ``delay_ms``
+    """The ``null`` runtime: :class:`rtaudit.engine.models.null.NullStage` (fixed ``scores``) that sleeps ``delay_ms``
     per ``infer`` call and, with ``raise``, raises ``RuntimeError`` from every ``infer`` call (every item fails)."""
 
     def __init__(self, stage: str, version: str, params: NullParams) -> None:
-        from engine.models.null import NullStage
+        from rtaudit.engine.models.null import NullStage
 
         self._inner = NullStage(stage, params.scores)
         self.stage = stage
@@ -124,8 +124,8 @@ class NullBundleStage:
 
 
 def _text_scorer(root: Path, manifest: BundleManifest, o: StageOptions):  # type: ignore[no-untyped-def]
-    from engine.text.heads import ArtifactError
-    from engine.text.scoring import TextScorer
+    from rtaudit.engine.text.heads import ArtifactError
+    from rtaudit.engine.text.scoring import TextScorer
 
     try:
         return TextScorer(prefer_gpu=o.prefer_gpu, intra_op_threads=o.intra_op_threads,
@@ -140,14 +140,14 @@ def load_stage(path: Path | str, settings: Any = None, *, sha256: str | None = N
     """Verify the bundle at ``path`` and build its stage (no golden check, no warm-up: see :func:`ready_stage`).
 
     Args:
-        settings: :class:`workers.settings.Settings`, :class:`StageOptions` or ``None`` (defaults).
-        sha256: the identity the bundle must have (its :class:`~schemas.control.BundleRef`'s).
+        settings: :class:`rtaudit.workers.settings.Settings`, :class:`StageOptions` or ``None`` (defaults).
+        sha256: the identity the bundle must have (its :class:`~rtaudit.schemas.control.BundleRef`'s).
         manifest: an already verified manifest of ``path`` (skips hashing the files again).
     Returns:
         The stage; ``stage.model.version`` is the bundle's version.
     Raises:
-        BundleNotFound, BundleCorrupt: as :func:`engine.bundle.verify`.
-        BundleIncompatible: a model file of an installed package differs (:func:`engine.bundle.check_runtime`).
+        BundleNotFound, BundleCorrupt: as :func:`rtaudit.engine.bundle.verify`.
+        BundleIncompatible: a model file of an installed package differs (:func:`rtaudit.engine.bundle.check_runtime`).
     """
     root = Path(path)
     m = manifest if manifest is not None else verify(root, sha256)
@@ -158,18 +158,18 @@ def load_stage(path: Path | str, settings: Any = None, *, sha256: str | None = N
     if kind == "null":
         return NullBundleStage(m.stage, m.version, m.typed_params())
     if kind == "text":
-        from engine.models.text import TextStage
+        from rtaudit.engine.models.text import TextStage
 
         stage = TextStage(_text_scorer(root, m, o))
         stage.model = ModelRef(name="rtaudit-text", version=m.version)
     elif kind == "nudenet":
-        from engine.models.nudity import NudityStage
+        from rtaudit.engine.models.nudity import NudityStage
 
         stage = NudityStage(o.policy(), prefer_gpu=o.prefer_gpu, intra_op_threads=o.intra_op_threads,
                             model_path=root / "320n.onnx")
         stage.model = ModelRef(name="nudenet-320n", version=m.version)
     elif kind == "rapidocr":
-        from engine.models.ocr import OCRStage
+        from rtaudit.engine.models.ocr import OCRStage
 
         stage = OCRStage(o.policy(), _text_scorer(root, m, o), intra_op_threads=o.intra_op_threads)
         stage.model = ModelRef(name="rapidocr-ppocrv4+rtaudit-text", version=m.version)
@@ -224,7 +224,7 @@ class GoldenMismatch(BundleError):
 
 
 def score(stage: ModelStage, inputs: Sequence[GoldenInput]) -> list[dict[str, float] | str]:
-    """Each input's scores through :func:`engine.stage.process_batch` (one batch), or its error message."""
+    """Each input's scores through :func:`rtaudit.engine.stage.process_batch` (one batch), or its error message."""
     if not inputs:
         return []
     result = process_batch(stage, _tasks(inputs, "golden"))
@@ -302,7 +302,7 @@ def ready_stage(path: Path | str, settings: Any = None, *, sha256: str | None = 
     Raises:
         BundleError: BundleNotFound, BundleCorrupt, BundleIncompatible or :class:`GoldenMismatch`.
     """
-    from engine.bundle import bundle_sha256
+    from rtaudit.engine.bundle import bundle_sha256
 
     t0 = time.perf_counter()
     m = verify(path, sha256)
@@ -318,7 +318,7 @@ def ready_stage(path: Path | str, settings: Any = None, *, sha256: str | None = 
 
 def reclaim_memory() -> None:
     """Collect garbage, then hand the C heap's free pages back to the OS (glibc ``malloc_trim(0)``; a no-op
-    elsewhere). Call it after dropping a swapped-out stage: measured with ``workers.bench.bundle_memory``
+    elsewhere). Call it after dropping a swapped-out stage: measured with ``rtaudit.workers.bench.bundle_memory``
     (text, 20 swaps, 2 cores), resident memory grew 11 % without it (freed onnxruntime and numpy buffers
     the allocator keeps) and 0.9 % with it. Takes milliseconds; call it off the hot path."""
     import ctypes
@@ -395,7 +395,7 @@ def source_files(runtime: str, from_dir: Path | str | None = None) -> dict[str, 
     if runtime == "null":
         return {}
     if runtime in ("text", "rapidocr"):
-        from engine.text.heads import ARTIFACTS
+        from rtaudit.engine.text.heads import ARTIFACTS
 
         src = Path(from_dir) if from_dir else ARTIFACTS
         files = {f"artifacts/{n}": src / n for n in TEXT_ARTIFACTS}

@@ -1,7 +1,7 @@
-"""The model store: bundles (:mod:`engine.bundle`) under ``root/<stage>/<version>-<sha12>/``, written once.
+"""The model store: bundles (:mod:`rtaudit.engine.bundle`) under ``root/<stage>/<version>-<sha12>/``, written once.
 
 A directory on a local disk or a mounted volume; a remote store (object storage) would offer the
-same methods. Re-exported by :mod:`engine.bundle` (``ModelStore``, ``dir_name``, ``uri_path``).
+same methods. Re-exported by :mod:`rtaudit.engine.bundle` (``ModelStore``, ``dir_name``, ``uri_path``).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
-from engine.bundle import (
+from rtaudit.engine.bundle import (
     MANIFEST_NAME,
     RUNTIMES_OF_STAGE,
     BundleConflict,
@@ -29,7 +29,7 @@ from engine.bundle import (
     read_manifest,
     verify,
 )
-from schemas.control import BundleRef
+from rtaudit.schemas.control import BundleRef
 
 log = logging.getLogger(__name__)
 

@@ -10,5 +10,5 @@ def now_ms() -> int:
 
 def past_deadline(deadline_ms: float, at_ms: float) -> bool:
     """Whether an item with ``deadline_ms`` (epoch ms) is expired at ``at_ms``: the one
-    expiry rule, shared by the batcher (separating expired items) and :func:`engine.stage.process_batch`."""
+    expiry rule, shared by the batcher (separating expired items) and :func:`rtaudit.engine.stage.process_batch`."""
     return at_ms >= deadline_ms

@@ -1,4 +1,4 @@
-"""The control plane's state: the latest accepted :class:`schemas.control.ControlMessage` per subject.
+"""The control plane's state: the latest accepted :class:`rtaudit.schemas.control.ControlMessage` per subject.
 
 Every process reads ``audit.control`` from its first offset with its own reader (no consumer
 group: every replica sees every record) and feeds each record to :meth:`ControlState.apply`,
@@ -15,7 +15,7 @@ in offset order. The rules, after etcd's and Kubernetes' compare-and-swap on a r
   version number is kept, so a replayed old message stays ``stale``).
 
 The state depends only on the records, never on compaction having run: a compacted topic and an
-uncompacted one give the same state. Pure: no Kafka here (``workers.control`` reads the topic).
+uncompacted one give the same state. Pure: no Kafka here (``rtaudit.workers.control`` reads the topic).
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
-from engine.policy import PolicyBook, TenantPolicy
-from schemas.control import (
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.schemas.control import (
     ControlMessage,
     ModelPayload,
     PolicyPayload,

@@ -2,9 +2,9 @@
 
 Pure (no Kafka); every time is passed in, in ms.
 
-Semantics (:class:`engine.policy.QuotaPolicy`, the router in :mod:`workers.router`)
+Semantics (:class:`rtaudit.engine.policy.QuotaPolicy`, the router in :mod:`rtaudit.workers.router`)
     A request beyond its tenant's quota takes a *reservation* from the tenant's bucket
-    (:meth:`engine.quota.TokenBucket.reserve`): the bucket goes into debt and the request is
+    (:meth:`rtaudit.engine.quota.TokenBucket.reserve`): the bucket goes into debt and the request is
     ready when the debt is paid, 1000 / ``rate_per_s`` ms after the tenant's previous held
     request. The router keeps it in a :class:`HeldQueue` and routes it, on its normal lane,
     from its ``tick()`` once ``ready_at_ms`` has come (the loop ticks after every ``consume``,
@@ -45,7 +45,7 @@ import heapq
 from dataclasses import dataclass, field
 from typing import Generic, Literal, TypeVar
 
-from engine.quota import QuotaLimit, TenantQuotas
+from rtaudit.engine.quota import QuotaLimit, TenantQuotas
 
 T = TypeVar("T")
 

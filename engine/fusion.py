@@ -1,7 +1,7 @@
 """Fusion core: join a manifest and partial scores by request id into exactly one verdict.
 
 :class:`Fusion.apply` is a pure state transition ``(state, record, now) → (state, verdict?)``.
-:class:`engine.fusion_table.PendingTable` keeps the states of one partition, indexed by
+:class:`rtaudit.engine.fusion_table.PendingTable` keeps the states of one partition, indexed by
 deadline and first offset; a decided state is kept ``retention_ms`` to absorb duplicates
 and late partials (at-least-once delivery upstream), then dropped.
 """
@@ -11,8 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pydantic import BaseModel, ConfigDict, Field
 
-from engine.policy import PolicyBook
-from schemas.messages import Evidence, FusionTick, Manifest, PartialScore, Verdict
+from rtaudit.engine.policy import PolicyBook
+from rtaudit.schemas.messages import Evidence, FusionTick, Manifest, PartialScore, Verdict
 
 #: evidence categories that never flag but are shown after the flagged ones.
 _INFO_CATEGORIES = ("ocr", "neutral")

@@ -26,8 +26,8 @@ import heapq
 from collections import deque
 from dataclasses import dataclass
 
-from engine.fusion import Fusion, FusionState
-from schemas.messages import FusionTick, Manifest, PartialScore, Verdict
+from rtaudit.engine.fusion import Fusion, FusionState
+from rtaudit.schemas.messages import FusionTick, Manifest, PartialScore, Verdict
 
 
 @dataclass(frozen=True)

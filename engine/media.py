@@ -7,7 +7,7 @@ link-local or reserved address, whether named literally (IPv6-mapped forms too),
 name that resolves there (resolved once, connected to the checked address), or by a
 redirect (each hop checked again, at most :data:`MAX_REDIRECTS`).
 
-Every failure raises a typed :class:`schemas.errors.AuditError`
+Every failure raises a typed :class:`rtaudit.schemas.errors.AuditError`
 (``URINotAllowed``, ``MediaTooLarge``, ``MediaUndecodable``,
 ``MediaFetchFailed``) so the worker can route the item to the DLQ with a reason.
 Images are decoded with Pillow, EXIF orientation applied, and returned as
@@ -35,8 +35,8 @@ import httpx
 import numpy as np
 from PIL import Image, ImageOps, UnidentifiedImageError
 
-from schemas.errors import MediaFetchFailed, MediaTooLarge, MediaUndecodable, URINotAllowed, describe
-from schemas.messages import MediaItem
+from rtaudit.schemas.errors import MediaFetchFailed, MediaTooLarge, MediaUndecodable, URINotAllowed, describe
+from rtaudit.schemas.messages import MediaItem
 
 
 @dataclass(frozen=True)

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.quota import QuotaLimit
-from schemas.messages import Decision, Lane
+from rtaudit.engine.quota import QuotaLimit
+from rtaudit.schemas.messages import Decision, Lane
 
 _RANK: dict[str, int] = {"allow": 0, "review": 1, "block": 2}
 
@@ -51,7 +51,7 @@ DEFAULT_THRESHOLDS: dict[str, Threshold] = {
 
 
 class QuotaPolicy(BaseModel):
-    """A tenant's request quota at the router (``[tenants.<id>.quota]``; :mod:`engine.quota`).
+    """A tenant's request quota at the router (``[tenants.<id>.quota]``; :mod:`rtaudit.engine.quota`).
 
     Attributes:
         rate_per_s: requests per second the tenant may send in the long run; 0 = no quota.
@@ -65,7 +65,7 @@ class QuotaPolicy(BaseModel):
             ``delay`` holds it in the router and routes it on its normal lane when the tenant's
             bucket can pay for it (tokens are reserved in arrival order: the tenant's held
             requests go out at ``rate_per_s``, first in first out, and other tenants' records
-            keep flowing; :mod:`engine.delay`). A request whose wait would exceed
+            keep flowing; :mod:`rtaudit.engine.delay`). A request whose wait would exceed
             ``max_delay_ms``, or end after its own deadline, or that finds the router holding
             its maximum (10,000 records or 128 MiB), is throttled instead.
         max_delay_ms: under ``delay``, the longest a request may be held, ms (1 to 30,000:
@@ -84,7 +84,7 @@ class QuotaPolicy(BaseModel):
 
     @property
     def limit(self) -> QuotaLimit:
-        """The token-bucket parameters (:class:`engine.quota.QuotaLimit`)."""
+        """The token-bucket parameters (:class:`rtaudit.engine.quota.QuotaLimit`)."""
         burst = self.burst if self.burst is not None else max(1.0, self.rate_per_s)
         return QuotaLimit(rate_per_s=self.rate_per_s, burst=burst)
 

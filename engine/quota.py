@@ -3,7 +3,7 @@
 A bucket holds at most ``burst`` tokens and refills at ``rate_per_s`` tokens per second;
 admitting one request takes one token. So a tenant may send ``burst`` requests at once,
 then ``rate_per_s`` per second for as long as it likes; beyond that the router applies the
-tenant's ``over_quota`` policy (:class:`engine.policy.QuotaPolicy`: move the request to the
+tenant's ``over_quota`` policy (:class:`rtaudit.engine.policy.QuotaPolicy`: move the request to the
 low lane, answer it at once with a ``throttled`` verdict, or delay it).
 
 Reservations (``over_quota = "delay"``)
@@ -12,7 +12,7 @@ Reservations (``over_quota = "delay"``)
     paid back, ``ready_at_ms`` = the time the bucket reaches 0 tokens again. Reservations are
     taken in arrival order, each one 1000 / ``rate_per_s`` ms after the previous one, so
     requests held until their ``ready_at_ms`` go out at the quota rate, in order
-    (:mod:`engine.delay` holds them). A reservation whose wait would exceed ``max_wait_ms``,
+    (:mod:`rtaudit.engine.delay` holds them). A reservation whose wait would exceed ``max_wait_ms``,
     or whose ``ready_at_ms`` would fall after ``not_after_ms`` (the request's deadline), is
     refused and takes nothing. So the debt never exceeds ``rate_per_s`` x ``max_wait_ms`` /
     1000 tokens. While in debt the bucket admits nothing else (:meth:`TokenBucket.try_take`

@@ -31,7 +31,7 @@ from typing import Literal
 
 import numpy as np
 
-from schemas.control import CanaryTriggers, RolloutPayload
+from rtaudit.schemas.control import CanaryTriggers, RolloutPayload
 
 #: traffic weights of the rollout steps, percent: pre-check, rollout, full.
 STEPS: tuple[float, ...] = (5.0, 50.0, 100.0)

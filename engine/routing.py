@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from engine.media import MediaPolicy, check_uri
-from engine.policy import PolicyBook
-from schemas.messages import AuditRequest, Lane, Manifest, ModalityTask, SkippedPart
+from rtaudit.engine.media import MediaPolicy, check_uri
+from rtaudit.engine.policy import PolicyBook
+from rtaudit.schemas.messages import AuditRequest, Lane, Manifest, ModalityTask, SkippedPart
 
 #: Latest deadline the router assigns, ms after routing (the largest ``slo_ms`` a request may
 #: ask for). A request's own ``deadline_ms``, or a ``created_at_ms`` in the future, may ask for

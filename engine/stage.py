@@ -27,11 +27,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.clock import now_ms as wall_now_ms
-from engine.clock import past_deadline
-from engine.models import ModelStage, StageOutput
-from schemas.errors import AuditError, InferenceFailed, describe
-from schemas.messages import Evidence, ModalityTask, PartialScore, Timings
+from rtaudit.engine.clock import now_ms as wall_now_ms
+from rtaudit.engine.clock import past_deadline
+from rtaudit.engine.models import ModelStage, StageOutput
+from rtaudit.schemas.errors import AuditError, InferenceFailed, describe
+from rtaudit.schemas.messages import Evidence, ModalityTask, PartialScore, Timings
 
 log = logging.getLogger(__name__)
 

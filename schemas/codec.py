@@ -12,8 +12,8 @@ from typing import Any, TypeVar
 import orjson
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from schemas.errors import InvalidJSON, SchemaViolation
-from schemas.messages import EpochMs, RequestId, ScoresRecord, TenantId
+from rtaudit.schemas.errors import InvalidJSON, SchemaViolation
+from rtaudit.schemas.messages import EpochMs, RequestId, ScoresRecord, TenantId
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -52,7 +52,7 @@ def readable_request_id(payload: Any) -> str | None:
 def request_id_of_key(key: bytes | None) -> str | None:
     """A record key read as a request id: strict UTF-8 and valid per the contract, else ``None``.
 
-    Producers key ``audit.requests`` by request id (:mod:`workers.client` does), so the key
+    Producers key ``audit.requests`` by request id (:mod:`rtaudit.workers.client` does), so the key
     still addresses a rejection when the value is empty or unreadable.
     """
     if not key:

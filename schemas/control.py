@@ -15,7 +15,7 @@ subject             payload                      what it sets
 
 Every message carries a ``version`` strictly increasing per subject and the version it
 ``expects`` to replace (compare-and-swap: 0 when the subject has none yet). The rules that
-accept or reject a message are in :mod:`engine.control`.
+accept or reject a message are in :mod:`rtaudit.engine.control`.
 """
 
 from __future__ import annotations
@@ -25,8 +25,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from engine.policy import QuotaPolicy, TenantPolicy
-from schemas.messages import EpochMs, Lane
+from rtaudit.engine.policy import QuotaPolicy, TenantPolicy
+from rtaudit.schemas.messages import EpochMs, Lane
 
 #: stages whose model the control topic can change.
 CONTROL_STAGES = ("text", "image", "ocr")
@@ -52,7 +52,7 @@ def subject_kind(subject: str) -> tuple[SubjectKind, str]:
 
 
 class BundleRef(_Strict):
-    """A model bundle in a store (:mod:`engine.bundle`): its identity is the sha256 of its ``bundle.json``.
+    """A model bundle in a store (:mod:`rtaudit.engine.bundle`): its identity is the sha256 of its ``bundle.json``.
 
     Attributes:
         stage: ``text`` | ``image`` | ``ocr``.
@@ -103,7 +103,7 @@ class RolloutPayload(_Strict):
         stable: the version the rest of the traffic gets (``None``: the model the worker was started with).
         candidate: the version under test.
         weight_pct: share of requests, in percent ``[0, 100]``, scored by the candidate; ``0``
-            means no traffic (never "unset"). Which requests: :func:`engine.rollout.slice_pct`.
+            means no traffic (never "unset"). Which requests: :func:`rtaudit.engine.rollout.slice_pct`.
         phase: ``precheck`` (first step), ``rollout`` (later steps), ``full`` (100 %), and the
             terminal ``promoted`` (the candidate is now ``model:<stage>``), ``rolled_back`` (by a
             trigger) or ``aborted`` (by an operator); a terminal phase gives the candidate no traffic.
@@ -134,7 +134,7 @@ class RolloutPayload(_Strict):
 
 
 class PolicyPayload(_Strict):
-    """``policy:<tenant>``: the tenant's whole policy (:class:`engine.policy.TenantPolicy`)."""
+    """``policy:<tenant>``: the tenant's whole policy (:class:`rtaudit.engine.policy.TenantPolicy`)."""
 
     kind: Literal["policy"] = "policy"
     policy: TenantPolicy

@@ -129,6 +129,6 @@ class Throttled(AuditError):
 
 class ControlRejected(AuditError):
     """An ``audit.control`` record that is malformed, stale or fails its compare-and-swap
-    (:mod:`engine.control`): it goes to the DLQ with the reason; the subject keeps its version in force."""
+    (:mod:`rtaudit.engine.control`): it goes to the DLQ with the reason; the subject keeps its version in force."""
 
     code = ErrorCode.CONTROL_REJECTED

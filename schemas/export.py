@@ -1,6 +1,6 @@
 """Export the JSON Schema of every contract into ``schemas/json/``.
 
-``python -m schemas.export`` (or ``rtaudit schemas export``) rewrites the files;
+``python -m rtaudit.schemas.export`` (or ``rtaudit schemas export``) rewrites the files;
 ``tests/unit/test_schemas.py`` fails when the files drift from the models.
 """
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
-from schemas import control, messages
+from rtaudit.schemas import control, messages
 
 SCHEMA_DIR = Path(__file__).parent / "json"
 

@@ -1,1 +1,1 @@
-"""The topic catalogue (:mod:`topics.catalog`) and the admin code that creates and verifies it."""
+"""The topic catalogue (:mod:`rtaudit.topics.catalog`) and the admin code that creates and verifies it."""

@@ -10,7 +10,7 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from topics.catalog import TopicSpec, catalog
+from rtaudit.topics.catalog import TopicSpec, catalog
 
 log = logging.getLogger(__name__)
 
@@ -38,7 +38,7 @@ def ensure_topics(
     """Create missing topics (when ``create``) and check partition counts of all.
 
     ``bootstrap_servers`` is the bootstrap address, or a whole client configuration
-    (``workers.kafka.client_config``: with the cluster's TLS/SASL keys).
+    (``rtaudit.workers.kafka.client_config``: with the cluster's TLS/SASL keys).
     Returns one :class:`TopicCheck` per spec. Raises :class:`TopicsMismatch`
     when an existing topic has another partition count, and
     ``confluent_kafka.KafkaException`` when the broker is unreachable.

@@ -42,7 +42,7 @@ class TopicSpec:
         name: topic name.
         partitions: partition count (cannot change once created on the embedded broker).
         key: what the record key is, for the docs.
-        value: what the record value is (a model in :mod:`schemas.messages`).
+        value: what the record value is (a model in :mod:`rtaudit.schemas.messages`).
         configs: topic configs passed to CreateTopics.
     """
 
@@ -74,11 +74,11 @@ def catalog(partitions: int = DEFAULT_PARTITIONS) -> list[TopicSpec]:
         _data(DLQ, "DLQRecord JSON (original bytes base64 + reason)", partitions),
         TopicSpec(
             CONTROL, 1, "subject: model:<stage> | rollout:<stage> | policy:<tenant> | priority:<tenant>",
-            "ControlMessage JSON (schemas.control); null value = tombstone",
+            "ControlMessage JSON (rtaudit.schemas.control); null value = tombstone",
             {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
         ),
         TopicSpec(
-            STATUS, 1, "worker id", "Heartbeat JSON (schemas.control), every few seconds from every worker",
+            STATUS, 1, "worker id", "Heartbeat JSON (rtaudit.schemas.control), every few seconds from every worker",
             {"cleanup.policy": "delete", "retention.ms": str(STATUS_RETENTION_MS)},
         ),
     ]

@@ -15,12 +15,12 @@ from typing import Any
 
 import faust
 
-from schemas.errors import AuditError
-from schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
-from topics.catalog import MAX_MESSAGE_BYTES
-from workers import faust_local, metrics
-from workers.security import faust_credentials
-from workers.settings import Settings, load_settings
+from rtaudit.schemas.errors import AuditError
+from rtaudit.schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
+from rtaudit.topics.catalog import MAX_MESSAGE_BYTES
+from rtaudit.workers import faust_local, metrics
+from rtaudit.workers.security import faust_credentials
+from rtaudit.workers.settings import Settings, load_settings
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +63,7 @@ def faust_options(settings: Settings, role: str) -> dict[str, Any]:
 def make_app(role: str, settings: Settings | None = None, app_id: str | None = None) -> tuple[faust.App, Settings]:
     """A Faust app whose id (consumer group) is ``app_id`` (default ``rtaudit-<role>``), and the
     settings it was built from. A role that consumes with its own confluent-kafka group
-    (:mod:`workers.stream`) gives Faust another id: Faust always joins its app's group."""
+    (:mod:`rtaudit.workers.stream`) gives Faust another id: Faust always joins its app's group."""
     settings = settings or load_settings()
     faust_local.register()
     (settings.state_dir / role).mkdir(parents=True, exist_ok=True)

@@ -15,8 +15,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from workers.cli_common import fail, settings_or_exit
-from workers.settings import Settings
+from rtaudit.workers.cli_common import fail, settings_or_exit
+from rtaudit.workers.settings import Settings
 
 app = typer.Typer(help="rtaudit: real-time multimodal content moderation on Kafka.", no_args_is_help=True)
 topics_app = typer.Typer(help="Create or verify the topic catalogue.", no_args_is_help=True)
@@ -25,9 +25,9 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
 app.add_typer(text_app, name="text")
-from workers.cli_control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
+from rtaudit.workers.cli_control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
 app.add_typer(control_app, name="control")
-from workers.cli_model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
+from rtaudit.workers.cli_model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
 app.add_typer(model_app, name="model")
 #: ../shared/data beside the repository, the default for --data.
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -53,9 +53,9 @@ def broker(
 ) -> None:
     """Run the embedded tansu broker in the foreground (memory-only) until Ctrl-C or SIGTERM;
     it stops with this command whatever ends it. Refuses a port another process holds."""
-    from workers.broker import EmbeddedBroker
-    from workers.children import raise_keyboard_interrupt_on
-    from workers.fleet_record import Claim, FleetRecord, new_run_id
+    from rtaudit.workers.broker import EmbeddedBroker
+    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    from rtaudit.workers.fleet_record import Claim, FleetRecord, new_run_id
 
     s = _settings(config)
     s = s.model_copy(update={"bootstrap_servers": None, "embedded_port": port or s.embedded_port})
@@ -75,9 +75,9 @@ def broker(
 
 
 def _claim_or_exit(claim):  # type: ignore[no-untyped-def]
-    """Take ``claim`` (:class:`workers.fleet_record.Claim`) or exit 1 with the one line that names
+    """Take ``claim`` (:class:`rtaudit.workers.fleet_record.Claim`) or exit 1 with the one line that names
     the fleet or process holding the broker address and how to stop it."""
-    from workers.fleet_record import FleetConflict
+    from rtaudit.workers.fleet_record import FleetConflict
 
     try:
         return claim.acquire()
@@ -104,11 +104,11 @@ def _run_log_dir(s, run_id: str) -> Path:  # type: ignore[no-untyped-def]
 
 
 def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # type: ignore[no-untyped-def]
-    """A supervised :class:`workers.fleet.Fleet` that reports its progress on the console;
+    """A supervised :class:`rtaudit.workers.fleet.Fleet` that reports its progress on the console;
     started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
-    from workers.children import raise_keyboard_interrupt_on
-    from workers.fleet import Fleet, FleetNotReady
-    from workers.metrics import serve
+    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    from rtaudit.workers.fleet import Fleet, FleetNotReady
+    from rtaudit.workers.metrics import serve
 
     raise_keyboard_interrupt_on()
     fleet = Fleet(s, config=config, replicas=replicas, log_dir=log_dir, supervise=True,
@@ -142,10 +142,10 @@ def _print_checks(checks) -> None:  # type: ignore[no-untyped-def]
 @topics_app.command("create")
 def topics_create(config: ConfigOpt = None) -> None:
     """Create missing topics and verify partition counts (idempotent)."""
-    from topics.admin import ensure_topics
-    from topics.catalog import catalog
+    from rtaudit.topics.admin import ensure_topics
+    from rtaudit.topics.catalog import catalog
 
-    from workers.kafka import client_config
+    from rtaudit.workers.kafka import client_config
 
     s = _settings(config)
     _print_checks(ensure_topics(client_config(s), catalog(s.partitions)))
@@ -154,10 +154,10 @@ def topics_create(config: ConfigOpt = None) -> None:
 @topics_app.command("verify")
 def topics_verify(config: ConfigOpt = None) -> None:
     """Check that every topic exists with its partition count; exit 1 if not."""
-    from topics.admin import ensure_topics
-    from topics.catalog import catalog
+    from rtaudit.topics.admin import ensure_topics
+    from rtaudit.topics.catalog import catalog
 
-    from workers.kafka import client_config
+    from rtaudit.workers.kafka import client_config
 
     s = _settings(config)
     checks = ensure_topics(client_config(s), catalog(s.partitions), create=False)
@@ -169,7 +169,7 @@ def topics_verify(config: ConfigOpt = None) -> None:
 @schemas_app.command("export")
 def schemas_export() -> None:
     """Rewrite ``schemas/json/*.schema.json`` from the models."""
-    from schemas.export import export
+    from rtaudit.schemas.export import export
 
     for p in export():
         console.print(str(p))
@@ -178,16 +178,16 @@ def schemas_export() -> None:
 @app.command()
 def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion")]) -> None:
     """Run one worker in the foreground (same as ``faust -A workers.<role> worker -l info``)."""
-    from workers.fleet import ROLES, faust_executable
+    from rtaudit.workers.fleet import ROLES, faust_executable
 
     if role not in ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
-    os.execv(faust_executable(), [faust_executable(), "-A", f"workers.{role}", "worker", "-l", "info", "--without-web"])
+    os.execv(faust_executable(), [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
 
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
     """``ROLE=N`` pairs; raises ``typer.BadParameter`` for an unknown role or N < 1."""
-    from workers.fleet import ROLES
+    from rtaudit.workers.fleet import ROLES
 
     out = {}
     for v in values:
@@ -211,7 +211,7 @@ def up(
     Supervised: a worker that exits is restarted with backoff (each restart printed), the
     embedded broker too (with its topics and every worker); no child outlives this command.
     Refuses a broker address that another fleet or process holds (``rtaudit down`` stops one)."""
-    from workers.fleet_record import Claim, FleetRecord, new_run_id
+    from rtaudit.workers.fleet_record import Claim, FleetRecord, new_run_id
 
     s = _settings(config)
     parsed = _parse_replicas(replicas)
@@ -247,8 +247,8 @@ def down(
     `rtaudit up`, which stops its workers and broker."""
     import signal as signals
 
-    from workers.broker import is_listening
-    from workers.fleet_record import read_claim
+    from rtaudit.workers.broker import is_listening
+    from rtaudit.workers.fleet_record import read_claim
 
     s = _settings(config)
     if port is not None:
@@ -270,13 +270,13 @@ def down(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    """One red line on stderr (:func:`workers.cli_common.fail`); here the default code is 1."""
+    """One red line on stderr (:func:`rtaudit.workers.cli_common.fail`); here the default code is 1."""
     return fail(message, code)
 
 
 def _quiet_librdkafka() -> None:
     """librdkafka's own log lines only with -v (the commands report errors in one line)."""
-    from workers.kafka import LIBRDKAFKA_LOG
+    from rtaudit.workers.kafka import LIBRDKAFKA_LOG
 
     if not logging.getLogger().isEnabledFor(logging.INFO):
         LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
@@ -284,8 +284,8 @@ def _quiet_librdkafka() -> None:
 
 def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
     """Why verdicts may not come: roles with no running worker, else the fleet is slow."""
-    from workers.fleet import ROLES
-    from workers.kafka import groups_without_members
+    from rtaudit.workers.fleet import ROLES
+    from rtaudit.workers.kafka import groups_without_members
 
     idle = groups_without_members(s, [f"rtaudit-{r}" for r in ROLES])
     if idle:
@@ -308,11 +308,11 @@ def submit(
     """Publish files to audit.requests ("submitted ID" once the broker acknowledged each);
     optionally wait and print their verdicts. Exit 1 when the broker, the topics, an
     acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file."""
-    from schemas.errors import AuditError
-    from topics.catalog import REQUESTS, VERDICTS
-    from workers.client import AuditClient, DeliveryError, VerdictTimeout, request_from_path, verdict_reader
-    from workers.demo import verdict_line
-    from workers.kafka import ClusterError, check_cluster
+    from rtaudit.schemas.errors import AuditError
+    from rtaudit.topics.catalog import REQUESTS, VERDICTS
+    from rtaudit.workers.client import AuditClient, DeliveryError, VerdictTimeout, request_from_path, verdict_reader
+    from rtaudit.workers.demo import verdict_line
+    from rtaudit.workers.kafka import ClusterError, check_cluster
 
     _quiet_librdkafka()
     s = _settings(config)
@@ -363,10 +363,10 @@ def verdicts(
 
     Latency in brackets: for a verdict decided after this command started, created to arrival
     here; for an older one (--from-beginning), its own latency (decided - created)."""
-    from workers.client import verdict_reader
-    from workers.demo import verdict_line
-    from workers.kafka import ClusterError
-    from engine.clock import now_ms
+    from rtaudit.workers.client import verdict_reader
+    from rtaudit.workers.demo import verdict_line
+    from rtaudit.workers.kafka import ClusterError
+    from rtaudit.engine.clock import now_ms
 
     _quiet_librdkafka()
     s = _settings(config)
@@ -401,11 +401,11 @@ def demo(
     """Start the broker and fleet (supervised, like `rtaudit up`) unless this checkout's fleet already
     runs with the same settings, stream the demo corpus, print verdicts and a summary. Refuses
     a broker address held by another fleet or process."""
-    from engine.clock import now_ms
-    from workers.client import AuditClient, dlq_reader, verdict_reader
-    from workers.demo import build_corpus, summarize, summary_tables, verdict_line
-    from workers.fleet import Fleet, FleetNotReady
-    from workers.fleet_record import Claim, FleetConflict, FleetRecord, new_run_id
+    from rtaudit.engine.clock import now_ms
+    from rtaudit.workers.client import AuditClient, dlq_reader, verdict_reader
+    from rtaudit.workers.demo import build_corpus, summarize, summary_tables, verdict_line
+    from rtaudit.workers.fleet import Fleet, FleetNotReady
+    from rtaudit.workers.fleet_record import Claim, FleetConflict, FleetRecord, new_run_id
 
     s = _settings(config)
     run_id = new_run_id()
@@ -501,8 +501,8 @@ def bench(
     batched limit and a naive consumer, on a private embedded broker (loopback only).
     Prints the tables and target ratios; writes bench.json and bench.png.
     With --model: the overhead bench (workers/bench/overhead.py), overhead.json."""
-    from workers import bench as b
-    from workers.bench.report import plot, tables, write_json
+    from rtaudit.workers import bench as b
+    from rtaudit.workers.bench.report import plot, tables, write_json
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
         if os.environ.pop(name, None) is not None:
@@ -545,7 +545,7 @@ def bench(
 
     # SIGTERM (e.g. `timeout`) and SIGHUP unwind like Ctrl-C: the workers and the broker are
     # stopped; whatever else ends this process, its children die with it (workers/children.py)
-    from workers.children import raise_keyboard_interrupt_on
+    from rtaudit.workers.children import raise_keyboard_interrupt_on
 
     raise_keyboard_interrupt_on()
     run = b.Bench(opts, s, on_step, lambda msg: console.print(msg, markup=False)).run()
@@ -559,9 +559,9 @@ def bench(
 
 def _bench_overhead(s: Settings, model: str, roles: tuple[str, ...], records: Optional[int], quick: bool, out: Path, config: Optional[Path]) -> None:
     """``rtaudit bench --model``: the overhead table on stdout, overhead.json in ``out``."""
-    from workers.children import raise_keyboard_interrupt_on
-    from workers.bench.overhead import MODELS, TARGETS, OverheadBench, OverheadOptions
-    from workers.bench.report import overhead_table, write_overhead_json
+    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    from rtaudit.workers.bench.overhead import MODELS, TARGETS, OverheadBench, OverheadOptions
+    from rtaudit.workers.bench.report import overhead_table, write_overhead_json
 
     if model not in MODELS:
         raise typer.BadParameter(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
@@ -588,7 +588,7 @@ def text_build_encoder(
 ) -> None:
     """Export MiniLM-L6 (+ mean pooling + L2 norm) from the installed wheel to ONNX in the cache directory,
     and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves)."""
-    from engine.text import encoder
+    from rtaudit.engine.text import encoder
 
     if precision not in ("all", *encoder.PRECISIONS):
         raise typer.BadParameter(f"--precision must be all, fp32 or int8, not {precision!r}")
@@ -610,7 +610,7 @@ def text_train(
                                                             "and fit on the rows embedded so far (dev rows come first)")] = None,
 ) -> None:
     """Train the English head and the Chinese model; write engine/text/artifacts/ and its manifest."""
-    from engine.text.train import train_all
+    from rtaudit.engine.text.train import train_all
 
     manifest = train_all(data, embed_budget_s)
     table = Table("artifact", "sha256", "bytes", "dev report")
@@ -636,9 +636,9 @@ def eval_text(
     repository); without them it prints one line on stderr saying what is missing and where
     to put it, and exits with status 2, before any model loads.
     """
-    from engine.text import data as D
-    from engine.text import evaluation as ev
-    from engine.text.scoring import TextScorer
+    from rtaudit.engine.text import data as D
+    from rtaudit.engine.text import evaluation as ev
+    from rtaudit.engine.text.scoring import TextScorer
 
     needed = [p for name in dict(ev.EVAL_SETS) for p in D.data_files(data)[name]]
     missing = [p for p in needed if not p.is_file()]
@@ -707,8 +707,8 @@ def fuzz(
     fleet on a private embedded broker. Prints, per mutation kind, verdicts and DLQ records;
     exits 1 unless every request got an answer (a verdict whenever an id is readable) and no
     worker crashed."""
-    from workers.children import raise_keyboard_interrupt_on
-    from workers.fuzz.harness import FuzzOptions, run, tables
+    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    from rtaudit.workers.fuzz.harness import FuzzOptions, run, tables
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE", "RTAUDIT_CONFIG"):
         if os.environ.pop(name, None) is not None:
@@ -750,8 +750,8 @@ def chaos(
     broker while random workers are killed with kill -9 (and, unless --quick, every role is
     restarted with SIGTERM in turn); then audit.verdicts is read whole and the table says what
     was lost or repeated. Exit 1 when a request was lost or the client saw a duplicate."""
-    from workers import chaos as c
-    from workers.children import raise_keyboard_interrupt_on
+    from rtaudit.workers import chaos as c
+    from rtaudit.workers.children import raise_keyboard_interrupt_on
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
         if os.environ.pop(name, None) is not None:

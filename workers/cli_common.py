@@ -8,7 +8,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from workers.settings import Settings, SettingsError, load_settings
+from rtaudit.workers.settings import Settings, SettingsError, load_settings
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -1,11 +1,11 @@
 """``rtaudit control ...``: rollouts, tenant policies and priorities on ``audit.control``, and the fleet's status.
 
 Every publishing command reads the topic, builds the next version of its subject and publishes it
-by compare-and-swap (:func:`workers.control.publish`): ``--expect-version N`` says which version
+by compare-and-swap (:func:`rtaudit.workers.control.publish`): ``--expect-version N`` says which version
 the operator saw; when another writer moved the subject on, the command prints one line with the
 version in force and exits 1. Bad input (an unknown tenant format, a weight outside ``[0, 100]``, a
 candidate not in the store, bad settings) and an unreachable broker exit 2 with one line on stderr,
-before anything is published. What the tables show is built in :mod:`workers.control_view`.
+before anything is published. What the tables show is built in :mod:`rtaudit.workers.control_view`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from workers import control_view as view
-from workers.cli_common import fail, settings_or_exit
-from workers.settings import Settings
+from rtaudit.workers import control_view as view
+from rtaudit.workers.cli_common import fail, settings_or_exit
+from rtaudit.workers.settings import Settings
 
 control_app = typer.Typer(help="Rollouts, tenant policies and priorities on audit.control; the fleet's status.",
                           no_args_is_help=True)
@@ -47,8 +47,8 @@ TenantArg = Annotated[str, typer.Argument(help="tenant id ([A-Za-z0-9._-], up to
 
 def _connect(config: Path | None, topics: tuple[str, ...] = ()) -> Settings:
     """Settings, and a broker that answers with the control topic (else exit 2 with the fix)."""
-    from topics.catalog import CONTROL
-    from workers.kafka import LIBRDKAFKA_LOG, ClusterError, check_cluster
+    from rtaudit.topics.catalog import CONTROL
+    from rtaudit.workers.kafka import LIBRDKAFKA_LOG, ClusterError, check_cluster
 
     if not logging.getLogger().isEnabledFor(logging.INFO):
         LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
@@ -61,7 +61,7 @@ def _connect(config: Path | None, topics: tuple[str, ...] = ()) -> Settings:
 
 
 def _subject(kind: str, name: str) -> str:
-    from schemas.control import subject_kind
+    from rtaudit.schemas.control import subject_kind
 
     subject = f"{kind}:{name}"
     try:
@@ -72,7 +72,7 @@ def _subject(kind: str, name: str) -> str:
 
 
 def _state(s: Settings):  # type: ignore[no-untyped-def]
-    from workers.control import read_state
+    from rtaudit.workers.control import read_state
 
     try:
         return read_state(s)
@@ -94,7 +94,7 @@ def _check_expected(subject: str, expect: int | None, in_force: int) -> None:
 def _publish(s: Settings, subject: str, payload: Any, *, expects: int | None, author: str | None,
              reason: str | None) -> None:
     """Publish by compare-and-swap and print the accepted version (exit 1 on a conflict, 2 on a timeout)."""
-    from workers.control import ControlConflict, publish
+    from rtaudit.workers.control import ControlConflict, publish
 
     try:
         msg = publish(s, subject, payload, author=author or f"{getpass.getuser()}@{socket.gethostname()}",
@@ -111,8 +111,8 @@ def _tombstone(s: Settings, subject: str, expects: int | None) -> None:
     """Produce a null value for ``subject`` on partition 0 (unconditional by design; ``expects`` is checked before)."""
     from confluent_kafka import Producer
 
-    from topics.catalog import CONTROL
-    from workers.kafka import producer_config
+    from rtaudit.topics.catalog import CONTROL
+    from rtaudit.workers.kafka import producer_config
 
     state = _state(s)
     in_force = state.version(subject)
@@ -153,9 +153,9 @@ def rollout_start(
     golden-check it, then serve it to their slice; they promote it or roll it back by themselves."""
     from pydantic import ValidationError
 
-    from engine.bundle import BundleError, ModelStore
-    from engine.rollout import phase_for
-    from schemas.control import CanaryTriggers, RolloutPayload
+    from rtaudit.engine.bundle import BundleError, ModelStore
+    from rtaudit.engine.rollout import phase_for
+    from rtaudit.schemas.control import CanaryTriggers, RolloutPayload
 
     subject = _subject("rollout", stage)
     given = {"p99_margin_ms": p99_margin_ms, "max_disagreement": max_disagreement, "max_error_rate": max_error_rate,
@@ -235,7 +235,7 @@ def policy_set(tenant: TenantArg,
                expect_version: ExpectOpt = None, author: AuthorOpt = None, reason: ReasonOpt = None,
                config: ConfigOpt = None) -> None:
     """Replace TENANT's whole policy (fields the file omits take TenantPolicy's defaults, not rtaudit.toml's)."""
-    from schemas.control import PolicyPayload
+    from rtaudit.schemas.control import PolicyPayload
 
     subject = _subject("policy", tenant)
     try:
@@ -265,9 +265,9 @@ def priority_set(
     """Override TENANT's lane, SLO and/or quota until --until (or until replaced or cleared)."""
     from pydantic import ValidationError
 
-    from engine.clock import now_ms
-    from engine.policy import QuotaPolicy
-    from schemas.control import PriorityPayload
+    from rtaudit.engine.clock import now_ms
+    from rtaudit.engine.policy import QuotaPolicy
+    from rtaudit.schemas.control import PriorityPayload
 
     subject = _subject("priority", tenant)
     if lane is None and slo_ms is None and quota is None:
@@ -304,7 +304,7 @@ class _Tail:
 
         from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-        from workers.kafka import consumer_config
+        from rtaudit.workers.kafka import consumer_config
 
         self.topic, self.next = topic, 0
         self.consumer = Consumer(consumer_config(s, f"rtaudit-control-cli-{uuid.uuid4().hex[:12]}"))
@@ -334,14 +334,14 @@ class _Fleet:
     """The control state and every worker's latest heartbeat, kept current by :meth:`refresh`."""
 
     def __init__(self, s: Settings) -> None:
-        from engine.control import ControlState
-        from topics.catalog import CONTROL, STATUS
+        from rtaudit.engine.control import ControlState
+        from rtaudit.topics.catalog import CONTROL, STATUS
 
         self.control, self.status = _Tail(s, CONTROL), _Tail(s, STATUS)
         self.state, self.beats = ControlState(), {}  # type: ignore[var-annotated]
 
     def refresh(self) -> None:
-        from schemas.control import Heartbeat
+        from rtaudit.schemas.control import Heartbeat
 
         for m in self.control.drain():
             self.state.apply(m.offset(), m.key(), m.value())
@@ -382,8 +382,8 @@ def status(
     from rich.console import Group
     from rich.live import Live
 
-    from engine.clock import now_ms
-    from topics.catalog import STATUS
+    from rtaudit.engine.clock import now_ms
+    from rtaudit.topics.catalog import STATUS
 
     s = _connect(config, (STATUS,))
     fleet = _Fleet(s)
@@ -413,7 +413,7 @@ def history(
     config: ConfigOpt = None,
 ) -> None:
     """Every record of audit.control in order, and whether it was accepted (re-applied from offset 0)."""
-    from topics.catalog import CONTROL
+    from rtaudit.topics.catalog import CONTROL
 
     if subject is not None:
         kind, _, name = subject.partition(":")

@@ -1,4 +1,4 @@
-"""``rtaudit model package|publish|list|verify``: model bundles (:mod:`engine.bundle`) and the model store.
+"""``rtaudit model package|publish|list|verify``: model bundles (:mod:`rtaudit.engine.bundle`) and the model store.
 
 The store is a directory: ``--store``, else ``<state_dir>/models`` of the settings. A bad input
 (missing directory, corrupt bundle, bad settings) exits with status 2 and one line on stderr.
@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from workers.cli_common import fail, settings_or_exit
+from rtaudit.workers.cli_common import fail, settings_or_exit
 
 model_app = typer.Typer(help="Package, publish and list model bundles (versioned, content-addressed).",
                         no_args_is_help=True)
@@ -29,7 +29,7 @@ StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="model store d
 
 
 def _store(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
-    from engine.bundle import ModelStore
+    from rtaudit.engine.bundle import ModelStore
 
     return ModelStore(store if store is not None else Path(settings_or_exit(config).state_dir) / "models")
 
@@ -62,7 +62,7 @@ def _golden_file(path: Path) -> tuple[list[Any], list[Any]]:
     ``{"image_b64": ...}`` (expected recorded by running the stage) or ``{"input": {...}, "expected": {...}}``."""
     from pydantic import ValidationError
 
-    from engine.bundle import GoldenCase, GoldenInput
+    from rtaudit.engine.bundle import GoldenCase, GoldenInput
 
     try:
         items = json.loads(path.read_text())
@@ -97,8 +97,8 @@ def package(
 ) -> None:
     """Build a bundle: the files, their sha256, the runtime, and a golden set whose expected scores come
     from running the stage on built-in inputs (benign and abusive sentences, synthetic and text images)."""
-    from engine.bundle import BundleError, bundle_sha256, verify
-    from engine.bundle_stage import package_stage
+    from rtaudit.engine.bundle import BundleError, bundle_sha256, verify
+    from rtaudit.engine.bundle_stage import package_stage
 
     if stage not in ("text", "image", "ocr"):
         raise fail(f"--stage must be text, image or ocr, not {stage!r}")
@@ -127,12 +127,12 @@ def publish(
     bundle: Annotated[Path, typer.Argument(help="the bundle directory (from `rtaudit model package`)")],
     store: StoreOpt = None,
     announce: Annotated[bool, typer.Option("--announce/--no-announce", help="also announce it on audit.control "
-                                           "as model:<stage> (needs workers.control.announce_model)")] = False,
+                                           "as model:<stage> (needs rtaudit.workers.control.announce_model)")] = False,
     author: Annotated[Optional[str], typer.Option(help="author of the announcement (default: user@host)")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Verify the bundle, put it in the store (idempotent) and print its ref."""
-    from engine.bundle import BundleError
+    from rtaudit.engine.bundle import BundleError
 
     if not bundle.is_dir():
         raise fail(f"{bundle}: not a directory")
@@ -144,12 +144,12 @@ def publish(
     console.print_json(ref.model_dump_json())
     if not announce:
         return
-    from workers import control
+    from rtaudit.workers import control
 
     announce_model = getattr(control, "announce_model", None)
     if announce_model is None:
         raise fail("the bundle is in the store, but announcing is not available yet "
-                    "(workers.control.announce_model); publish it with --no-announce")
+                    "(rtaudit.workers.control.announce_model); publish it with --no-announce")
     try:
         msg = announce_model(settings_or_exit(config), ref, author or f"{getpass.getuser()}@{socket.gethostname()}")
     except (RuntimeError, TimeoutError) as exc:  # ControlConflict is a RuntimeError
@@ -165,7 +165,7 @@ def list_(
     config: ConfigOpt = None,
 ) -> None:
     """The bundles in the store: stage, version, sha256 (12 digits), files, size, created."""
-    from engine.bundle import BundleError, read_manifest, uri_path
+    from rtaudit.engine.bundle import BundleError, read_manifest, uri_path
 
     st = _store(store, config)
     if store is not None and not st.root.is_dir():
@@ -189,8 +189,8 @@ def verify_(
     config: ConfigOpt = None,
 ) -> None:
     """Check every sha256 of a bundle (exit 2 when one fails); with --load, what a worker does before serving it."""
-    from engine.bundle import BundleError, bundle_sha256, check_runtime, verify
-    from engine.bundle_stage import ready_stage
+    from rtaudit.engine.bundle import BundleError, bundle_sha256, check_runtime, verify
+    from rtaudit.engine.bundle_stage import ready_stage
 
     try:
         m = verify(bundle)

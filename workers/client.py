@@ -26,15 +26,15 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from engine.clock import now_ms
-from schemas.codec import decode, encode
-from schemas.errors import AuditError, MediaTooLarge
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.codec import decode, encode
+from rtaudit.schemas.errors import AuditError, MediaTooLarge
 from pydantic import BaseModel
 
-from schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, DLQRecord, MediaItem, Verdict
-from topics.catalog import DLQ, REQUESTS, VERDICTS
-from workers.kafka import ErrorRecorder, check_cluster, consumer_config, producer_config
-from workers.settings import Settings
+from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, DLQRecord, MediaItem, Verdict
+from rtaudit.topics.catalog import DLQ, REQUESTS, VERDICTS
+from rtaudit.workers.kafka import ErrorRecorder, check_cluster, consumer_config, producer_config
+from rtaudit.workers.settings import Settings
 
 __all__ = [
     "AuditClient", "DeliveryError", "InputFileError", "RecordReader", "SeenIds", "VerdictTimeout",
@@ -206,8 +206,8 @@ class RecordReader(Generic[R]):
     counted in :attr:`duplicates_dropped` (ids remembered: the last ``seen_capacity``).
     A context manager: leaving the ``with`` block closes the consumer.
 
-    Raises (constructor): :class:`workers.kafka.BrokerUnavailable` when no broker answers within
-    ``timeout_s`` seconds, :class:`workers.kafka.TopicsMissing` when ``topic`` does not exist.
+    Raises (constructor): :class:`rtaudit.workers.kafka.BrokerUnavailable` when no broker answers within
+    ``timeout_s`` seconds, :class:`rtaudit.workers.kafka.TopicsMissing` when ``topic`` does not exist.
     """
 
     def __init__(

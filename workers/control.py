@@ -5,11 +5,11 @@ Reader
     :class:`ControlPlane` runs one thread per process. It *assigns* itself partition 0 of
     ``audit.control`` from the first offset (no consumer group, nothing committed: every replica
     reads every record, after a restart too) and applies each record to an
-    :class:`engine.control.ControlState`. Listeners are called from that thread after each
+    :class:`rtaudit.engine.control.ControlState`. Listeners are called from that thread after each
     applied batch. A rejected record is logged, counted, shown in the heartbeat and, in the one
     process per fleet that has ``dead_letters`` set (the router), written to ``audit.dlq``;
     nothing in a record can stop the thread. The same thread sends the process's
-    :class:`schemas.control.Heartbeat` to ``audit.status`` every ``heartbeat_s`` seconds.
+    :class:`rtaudit.schemas.control.Heartbeat` to ``audit.status`` every ``heartbeat_s`` seconds.
 
 Publishing
     :func:`publish` reads the topic to its end, takes the subject's version in force, produces
@@ -33,16 +33,16 @@ from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from engine.clock import now_ms
-from engine.control import Applied, ControlState, Rejected, encode
-from engine.policy import PolicyBook
-from schemas.control import BundleRef, ControlMessage, Heartbeat, ModelPayload, ServingStatus
-from schemas.errors import ControlRejected
-from topics.catalog import CONTROL, DLQ, STATUS
-from workers import metrics
-from workers.app import dead_letter_record
-from workers.kafka import consumer_config, producer_config
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.control import Applied, ControlState, Rejected, encode
+from rtaudit.engine.policy import PolicyBook
+from rtaudit.schemas.control import BundleRef, ControlMessage, Heartbeat, ModelPayload, ServingStatus
+from rtaudit.schemas.errors import ControlRejected
+from rtaudit.topics.catalog import CONTROL, DLQ, STATUS
+from rtaudit.workers import metrics
+from rtaudit.workers.app import dead_letter_record
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -214,7 +214,7 @@ class ControlPlane:
 
     def policy_book(self, base: PolicyBook) -> PolicyBook:
         """``base`` with the control topic's policies and unexpired priorities (cached until the
-        next change or expiry; :meth:`engine.control.ControlState.policy_book`)."""
+        next change or expiry; :meth:`rtaudit.engine.control.ControlState.policy_book`)."""
         now = now_ms()
         cache = self._policy_cache
         if cache is not None and cache[0] == self.generation and cache[2] is base and (cache[1] is None or now < cache[1]):

@@ -3,7 +3,7 @@ force, the history of ``audit.control``, the flags of a worker that serves anoth
 than the one in force, relative and ISO 8601 times, and the payloads the commands publish.
 
 Everything here is pure (time is passed in, records are plain tuples), so it is unit-tested
-without a broker (``tests/unit/test_cli_control.py``); :mod:`workers.cli_control` reads the
+without a broker (``tests/unit/test_cli_control.py``); :mod:`rtaudit.workers.cli_control` reads the
 topics and calls it.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from engine.control import ControlState, Rejected, parse
-from engine.policy import TenantPolicy
-from engine.rollout import next_step, phase_for
-from schemas.control import (
+from rtaudit.engine.control import ControlState, Rejected, parse
+from rtaudit.engine.policy import TenantPolicy
+from rtaudit.engine.rollout import next_step, phase_for
+from rtaudit.schemas.control import (
     CONTROL_STAGES,
     BundleRef,
     ControlMessage,
@@ -270,7 +270,7 @@ def weights_text(weights: dict[str, float]) -> str:
 
 
 def serving_text(serving: Iterable[Any]) -> str:
-    """``text v1: 95 %, v2: 5 %`` per stage (:class:`schemas.control.ServingStatus`), ``;``-separated."""
+    """``text v1: 95 %, v2: 5 %`` per stage (:class:`rtaudit.schemas.control.ServingStatus`), ``;``-separated."""
     return "; ".join(f"{s.stage} {weights_text(s.weights)}" for s in serving)
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from PIL import Image, ImageDraw, ImageFont
 from rich.table import Table
 
-from engine.clock import now_ms
-from schemas.messages import AuditRequest, MediaItem, Verdict
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.messages import AuditRequest, MediaItem, Verdict
 
 PHOTOS = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "camera.png", "coins.png",
           "motorcycle_left.png", "horse.png")

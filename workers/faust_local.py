@@ -37,4 +37,4 @@ class Transport(faust_aiokafka.Transport):
 
 def register() -> None:
     """Make ``tansu://host:port`` broker URLs resolve to this transport."""
-    TRANSPORTS.aliases["tansu"] = "workers.faust_local:Transport"
+    TRANSPORTS.aliases["tansu"] = "rtaudit.workers.faust_local:Transport"

@@ -15,7 +15,7 @@ Supervision (``supervise=True``, what ``rtaudit up`` runs): a thread checks ever
    a log line) and counted (:attr:`Fleet.restarts`, ``rtaudit_restarts_total``).
 
 A process stopped through :meth:`Fleet.kill` or :meth:`Fleet.stop` is not restarted.
-Every child dies with this process whatever ends it (:mod:`workers.children`).
+Every child dies with this process whatever ends it (:mod:`rtaudit.workers.children`).
 """
 
 from __future__ import annotations
@@ -36,17 +36,17 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw
 
-from engine.clock import now_ms
-from schemas.messages import AuditRequest, MediaItem
-from topics.admin import ensure_topics
-from topics.catalog import catalog
-from workers import metrics
-from workers.broker import EmbeddedBroker, is_listening
-from workers.children import popen_options, reap_group, signal_group, stop_group
-from workers.client import AuditClient, verdict_reader
-from workers.kafka import client_config
-from workers.settings import Settings
-from workers.supervision import RestartPolicy
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.messages import AuditRequest, MediaItem
+from rtaudit.topics.admin import ensure_topics
+from rtaudit.topics.catalog import catalog
+from rtaudit.workers import metrics
+from rtaudit.workers.broker import EmbeddedBroker, is_listening
+from rtaudit.workers.children import popen_options, reap_group, signal_group, stop_group
+from rtaudit.workers.client import AuditClient, verdict_reader
+from rtaudit.workers.kafka import client_config
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
 ROLES = ("router", "text", "image", "ocr", "fusion")
@@ -188,7 +188,7 @@ class Fleet:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{role}-{index}.log", "ab") as logf:  # a restart appends, never truncates
             return subprocess.Popen(
-                [faust_executable(), "-A", f"workers.{role}", "worker", "-l", "info", "--without-web"],
+                [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"],
                 env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
 

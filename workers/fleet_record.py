@@ -24,8 +24,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from workers.broker import is_listening
-from workers.settings import Settings
+from rtaudit.workers.broker import is_listening
+from rtaudit.workers.settings import Settings
 
 #: the repository this code runs from (where ``workers/`` lives).
 CHECKOUT = Path(__file__).resolve().parents[1]

@@ -1,13 +1,13 @@
 """Fusion: joins manifests and partials on ``audit.scores`` by request id and emits
-exactly one verdict per request on ``audit.verdicts``. Start: ``faust -A workers.fusion worker``.
+exactly one verdict per request on ``audit.verdicts``. Start: ``faust -A rtaudit.workers.fusion worker``.
 
-State lives in memory, one :class:`engine.fusion_table.PendingTable` per assigned
+State lives in memory, one :class:`rtaudit.engine.fusion_table.PendingTable` per assigned
 partition, and is rebuilt by replay, not from a changelog (tansu's wrong end offset
 made Faust's changelog recovery lose pending requests, BROKER_NOTES):
 
 * **commit**: per partition, the first offset of the oldest request still waiting for
   its verdict (everything after it is replayed by whoever owns the partition next), and
-  only after every verdict produced so far was acknowledged (:mod:`workers.stream`);
+  only after every verdict produced so far was acknowledged (:mod:`rtaudit.workers.stream`);
 * **rebuild on assignment**: read the keys of the verdicts this partition already has
   (``audit.verdicts``, same partition number, from the time of the committed record
   minus the retention), mark them decided, then consume from the committed offset.
@@ -30,17 +30,17 @@ import time
 
 from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
-from engine.clock import now_ms
-from engine.fusion import Fusion
-from engine.fusion_table import Decision, PendingTable
-from schemas.codec import decode_scores_record, encode
-from schemas.errors import AuditError
-from topics.catalog import SCORES, VERDICTS
-from workers import metrics
-from workers.app import make_app
-from workers.kafka import consumer_config
-from workers.settings import Settings
-from workers.stream import BatchLoop, run_in_faust
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.fusion import Fusion
+from rtaudit.engine.fusion_table import Decision, PendingTable
+from rtaudit.schemas.codec import decode_scores_record, encode
+from rtaudit.schemas.errors import AuditError
+from rtaudit.topics.catalog import SCORES, VERDICTS
+from rtaudit.workers import metrics
+from rtaudit.workers.app import make_app
+from rtaudit.workers.kafka import consumer_config
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.stream import BatchLoop, run_in_faust
 
 log = logging.getLogger(__name__)
 ROLE = "fusion"

@@ -1,9 +1,9 @@
-"""Image worker: ``audit.image.{hi,lo}`` through NudeNet 320n. Start: ``faust -A workers.image worker``."""
+"""Image worker: ``audit.image.{hi,lo}`` through NudeNet 320n. Start: ``faust -A rtaudit.workers.image worker``."""
 
-from engine.models import ModelStage
-from engine.models.nudity import NudityStage
-from workers.modality import modality_app
-from workers.settings import Settings
+from rtaudit.engine.models import ModelStage
+from rtaudit.engine.models.nudity import NudityStage
+from rtaudit.workers.modality import modality_app
+from rtaudit.workers.settings import Settings
 
 
 def stage_factory(settings: Settings) -> ModelStage:

@@ -6,7 +6,7 @@ wait (tansu answers a fetch only when the wait expires: ~7 ms per hop instead of
 ~250 ms). ``production`` keeps librdkafka's defaults except what the fleet needs
 everywhere (large records, Java-compatible partitioning, idempotent producer).
 
-Every configuration carries the settings' TLS/SASL keys (:mod:`workers.security`) and
+Every configuration carries the settings' TLS/SASL keys (:mod:`rtaudit.workers.security`) and
 sends librdkafka's own log lines to the Python logger :data:`LIBRDKAFKA_LOG` (instead of
 stderr: without a broker librdkafka writes a "Connection refused" line per retry).
 An :class:`ErrorRecorder` as ``error_cb`` keeps the last client-level error, so a caller
@@ -23,12 +23,12 @@ from typing import Any
 from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka.admin import AdminClient
 
-from topics.catalog import MAX_MESSAGE_BYTES
-from workers.security import librdkafka_config
-from workers.settings import Settings
+from rtaudit.topics.catalog import MAX_MESSAGE_BYTES
+from rtaudit.workers.security import librdkafka_config
+from rtaudit.workers.settings import Settings
 
 #: Where librdkafka's log lines go (its own levels mapped to Python's); the CLI silences it unless -v.
-LIBRDKAFKA_LOG = logging.getLogger("workers.kafka.librdkafka")
+LIBRDKAFKA_LOG = logging.getLogger("rtaudit.workers.kafka.librdkafka")
 
 
 class ErrorRecorder:

@@ -7,11 +7,11 @@ Flow (one process: an intake thread, the event loop, one inference thread):
 1. The intake thread (:class:`LaneIntake`) is one confluent-kafka consumer of both lane
    topics (``audit.<modality>.hi`` and ``.lo``, group ``rtaudit-<role>``). It reads up to
    1,000 records per ``consume`` call, decodes them, and hands the batch to the event loop
-   in one hop, which puts each task in the :class:`engine.batcher.Batcher` on its lane; the
+   in one hop, which puts each task in the :class:`rtaudit.engine.batcher.Batcher` on its lane; the
    thread waits until the batcher took them (a full lane back-pressures the fetch). A
    record that does not decode goes to the DLQ.
 2. One task takes batches (high lane first, low lane's share honoured, closing on
-   size, lag-adaptive window or deadline) and runs :func:`engine.stage.process_batch`
+   size, lag-adaptive window or deadline) and runs :func:`rtaudit.engine.stage.process_batch`
    in the single inference thread, off the event loop. Items already past their
    deadline come back from the batcher separately and get ``expired`` partials
    from the same ``process_batch`` call, without inference.
@@ -20,7 +20,7 @@ Flow (one process: an intake thread, the event loop, one inference thread):
    them; a failed delivery crashes the worker before any ack, so the records are
    consumed again. This emit runs as its own task, so the inference thread starts the
    next batch while the last one is emitted; batches are emitted in order, one at a
-   time. :class:`workers.acks.InOrderAcks` acks records per partition in offset order,
+   time. :class:`rtaudit.workers.acks.InOrderAcks` acks records per partition in offset order,
    and every 0.5 s the offset after each partition's acked prefix is committed: an
    offset is never committed before its output was delivered (at-least-once).
 4. A 50 ms control timer sets ``rtaudit_consumer_lag_messages`` per partition
@@ -44,21 +44,21 @@ from typing import Any
 
 import faust
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
-from engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
-from engine.models import ModelStage
-from engine.stage import BatchResult
-from schemas.codec import decode, encode
-from schemas.errors import AuditError
-from schemas.messages import ModalityTask
-from topics.catalog import DLQ, SCORES, lane_topic
-from workers import metrics
-from workers.acks import InOrderAcks
-from workers.app import make_app
-from workers.kafka import consumer_config, producer_config
-from workers.settings import Settings
-from workers.control import ControlConflict, ControlPlane, publish
-from workers.serving import LazyStage, ServingSet, bundle_loader
-from workers.stream import CONTROL_CATCH_UP_S, DeliveryTracker, consume_batch, dead_letter_output
+from rtaudit.engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
+from rtaudit.engine.models import ModelStage
+from rtaudit.engine.stage import BatchResult
+from rtaudit.schemas.codec import decode, encode
+from rtaudit.schemas.errors import AuditError
+from rtaudit.schemas.messages import ModalityTask
+from rtaudit.topics.catalog import DLQ, SCORES, lane_topic
+from rtaudit.workers import metrics
+from rtaudit.workers.acks import InOrderAcks
+from rtaudit.workers.app import make_app
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.control import ControlConflict, ControlPlane, publish
+from rtaudit.workers.serving import LazyStage, ServingSet, bundle_loader
+from rtaudit.workers.stream import CONTROL_CATCH_UP_S, DeliveryTracker, consume_batch, dead_letter_output
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -236,7 +236,7 @@ class LaneIntake:
 
     async def delivered(self, executor: ThreadPoolExecutor) -> None:
         """Wait until the broker acknowledged every output handed over so far. Raises
-        :class:`workers.stream.DeliveryFailed` when one failed (the caller crashes the worker)."""
+        :class:`rtaudit.workers.stream.DeliveryFailed` when one failed (the caller crashes the worker)."""
         await asyncio.get_running_loop().run_in_executor(executor, self.producer.flush, 30.0)
         self.deliveries.raise_if_failed()
 

@@ -1,11 +1,11 @@
 """OCR worker: the same ``audit.image.{hi,lo}`` tasks in its own consumer group (``rtaudit-ocr``),
-through PP-OCRv4 (RapidOCR) and the text model. Start: ``faust -A workers.ocr worker``."""
+through PP-OCRv4 (RapidOCR) and the text model. Start: ``faust -A rtaudit.workers.ocr worker``."""
 
-from engine.models import ModelStage
-from engine.models.ocr import OCRStage
-from engine.text.scoring import TextScorer
-from workers.modality import modality_app
-from workers.settings import Settings
+from rtaudit.engine.models import ModelStage
+from rtaudit.engine.models.ocr import OCRStage
+from rtaudit.engine.text.scoring import TextScorer
+from rtaudit.workers.modality import modality_app
+from rtaudit.workers.settings import Settings
 
 
 def stage_factory(settings: Settings) -> ModelStage:

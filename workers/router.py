@@ -1,15 +1,15 @@
 """Router: ``audit.requests`` → one task per modality item on its lane, and a manifest for fusion.
 
-Start: ``faust -A workers.router worker``. Records are read and routed in batches
-(:class:`workers.stream.BatchLoop`, consumer group ``rtaudit-router``): decode →
-:meth:`engine.routing.Router.plan` → hand tasks and the manifest to the producer →
+Start: ``faust -A rtaudit.workers.router worker``. Records are read and routed in batches
+(:class:`rtaudit.workers.stream.BatchLoop`, consumer group ``rtaudit-router``): decode →
+:meth:`rtaudit.engine.routing.Router.plan` → hand tasks and the manifest to the producer →
 checkpoint (flush, then commit the offset after the last record routed).
 
-Quotas: each request takes a token from its tenant's bucket (:mod:`engine.quota`, metered
+Quotas: each request takes a token from its tenant's bucket (:mod:`rtaudit.engine.quota`, metered
 at the record's broker timestamp, capped at now); beyond the quota the tenant's
 ``quota.over_quota`` decides: ``lower_lane`` routes it on ``lo``, ``throttle`` answers it at
 once through the rejection manifest (code ``throttled``, decision ``on_throttled``, no DLQ record),
-``delay`` holds it (:class:`engine.delay.HeldQueue`, at most 10,000 records / 128 MiB) and
+``delay`` holds it (:class:`rtaudit.engine.delay.HeldQueue`, at most 10,000 records / 128 MiB) and
 routes it on its normal lane from :meth:`RouterLoop.tick` once the tenant's bucket has paid
 for it (a reservation: the tenant's held requests leave at its quota rate, FIFO; other
 tenants' records keep flowing); a wait beyond ``max_delay_ms`` (ms) or past the request's
@@ -30,19 +30,19 @@ from typing import Literal
 
 from confluent_kafka import Message, TopicPartition
 
-from engine.clock import now_ms
-from engine.delay import HeldQueue, offer
-from engine.policy import QuotaPolicy
-from engine.quota import TenantQuotas
-from engine.routing import Router
-from schemas.codec import decode, encode, readable_fields
-from schemas.errors import AuditError, RoutingFailed, Throttled, describe
-from schemas.messages import AuditRequest, Lane, Manifest
-from topics.catalog import REQUESTS, SCORES, lane_topic
-from workers import metrics
-from workers.app import make_app
-from workers.settings import Settings
-from workers.stream import BatchLoop, run_in_faust
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.delay import HeldQueue, offer
+from rtaudit.engine.policy import QuotaPolicy
+from rtaudit.engine.quota import TenantQuotas
+from rtaudit.engine.routing import Router
+from rtaudit.schemas.codec import decode, encode, readable_fields
+from rtaudit.schemas.errors import AuditError, RoutingFailed, Throttled, describe
+from rtaudit.schemas.messages import AuditRequest, Lane, Manifest
+from rtaudit.topics.catalog import REQUESTS, SCORES, lane_topic
+from rtaudit.workers import metrics
+from rtaudit.workers.app import make_app
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.stream import BatchLoop, run_in_faust
 
 log = logging.getLogger(__name__)
 ROLE = "router"
@@ -97,7 +97,7 @@ class RouterLoop(BatchLoop):
         return "lo"
 
     def delay(self, request: AuditRequest, m: Message, quota: QuotaPolicy, at: int, now: int) -> Literal["held"] | None:
-        """``over_quota = "delay"`` (:func:`engine.delay.offer`): ``None`` to route now, :data:`HELD`
+        """``over_quota = "delay"`` (:func:`rtaudit.engine.delay.offer`): ``None`` to route now, :data:`HELD`
         when held until its tenant's bucket pays; raises :class:`Throttled` when it may not wait."""
         o = offer(
             self.quotas, self.held, tenant_id=request.tenant_id, limit=quota.limit, arrived_ms=at, now_ms=now,

@@ -3,18 +3,18 @@ between batches, a canary's slice, shadow scoring, and the worker's own rollback
 
 One :class:`ServingSet` per modality worker process and stage. It follows ``model:<stage>``
 (the stable bundle) and ``rollout:<stage>`` (the canary) from the process's
-:class:`workers.control.ControlPlane`:
+:class:`rtaudit.workers.control.ControlPlane`:
 
 * **Loading, off the hot path**: a bundle named by a record is loaded in the ``loader`` thread
   (sha256 of every file, runtime check, warm-up of each batch-size bucket, golden set within its
-  tolerance: :func:`engine.bundle.ready_stage`); only then is it *ready*. Until then the version
+  tolerance: :func:`rtaudit.engine.bundle.ready_stage`); only then is it *ready*. Until then the version
   served before goes on serving. A failed load is reported in the heartbeat and, for a canary,
   is a verification failure: the worker rolls the canary back.
 * **Swap between batches**: :meth:`ServingSet.score` takes one snapshot of (stable, candidate,
   rollout) per micro-batch and scores each item by exactly one version (its request's slice,
-  :func:`engine.rollout.serves_candidate`); every partial names the version that scored it.
+  :func:`rtaudit.engine.rollout.serves_candidate`); every partial names the version that scored it.
   A version no record names any more is dropped after the batch that holds it.
-* **Canary judge**: every batch feeds the rollout step's :class:`engine.rollout.CanaryJudge`
+* **Canary judge**: every batch feeds the rollout step's :class:`rtaudit.engine.rollout.CanaryJudge`
   (batch latency per version, candidate errors, shadow disagreements); a rollback or promotion
   it decides is published by the worker itself (compare-and-swap on the rollout's version:
   when replicas race, one record is accepted and the others get ``cas_conflict``, logged).
@@ -34,15 +34,15 @@ from typing import Any
 
 from PIL import Image, ImageDraw
 
-from engine.clock import now_ms as wall_now_ms
-from engine.control import Applied, ControlState
-from engine.models import ModelStage
-from engine.rollout import CanaryJudge, Promote, Rollback, disagree, next_step, phase_for, serves_candidate, shadowed
-from engine.stage import BatchResult, process_batch
-from schemas.control import BundleRef, ModelPayload, RolloutPayload, ServingStatus
-from schemas.messages import MediaItem, ModalityTask
-from workers import metrics
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms as wall_now_ms
+from rtaudit.engine.control import Applied, ControlState
+from rtaudit.engine.models import ModelStage
+from rtaudit.engine.rollout import CanaryJudge, Promote, Rollback, disagree, next_step, phase_for, serves_candidate, shadowed
+from rtaudit.engine.stage import BatchResult, process_batch
+from rtaudit.schemas.control import BundleRef, ModelPayload, RolloutPayload, ServingStatus
+from rtaudit.schemas.messages import MediaItem, ModalityTask
+from rtaudit.workers import metrics
+from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
@@ -55,12 +55,12 @@ Publisher = Callable[[str, Any, str, int], None]
 
 
 def bundle_loader(settings: Settings) -> Loader:
-    """The production :data:`Loader`: :func:`engine.bundle_stage.ready_stage` on the bundle's
+    """The production :data:`Loader`: :func:`rtaudit.engine.bundle_stage.ready_stage` on the bundle's
     ``file://`` directory, checked against the record's sha256 (raises ``BundleError``)."""
 
     def load(ref: BundleRef) -> ModelStage:
-        from engine.bundle import uri_path
-        from engine.bundle_stage import ready_stage
+        from rtaudit.engine.bundle import uri_path
+        from rtaudit.engine.bundle_stage import ready_stage
 
         ready = ready_stage(uri_path(ref.uri), settings, sha256=ref.sha256)
         log.info("%s bundle %s: verified in %.0f ms, loaded in %.0f ms, %d golden cases in %.0f ms, warm-up ms per "
@@ -143,7 +143,7 @@ class ServingSet:
     # ------------------------------------------------------------------ control records
 
     def on_control(self, state: ControlState, applied: list[Applied]) -> None:
-        """A :data:`workers.control.Listener`: follow ``model:<stage>`` and ``rollout:<stage>``."""
+        """A :data:`rtaudit.workers.control.Listener`: follow ``model:<stage>`` and ``rollout:<stage>``."""
         subjects = {f"model:{self.stage}", f"rollout:{self.stage}"}
         if not any(a.subject in subjects for a in applied):
             return
@@ -193,11 +193,11 @@ class ServingSet:
     def _reclaim_if_due(self) -> None:
         """Give a dropped stage's memory back to the OS once the batch that may still hold it is
         over (:data:`RECLAIM_AFTER_S` later): without it, resident memory grew 11 % over 20 text
-        swaps (glibc keeps freed onnxruntime/numpy buffers), with it 0.7 % (workers.bench.bundle_memory)."""
+        swaps (glibc keeps freed onnxruntime/numpy buffers), with it 0.7 % (rtaudit.workers.bench.bundle_memory)."""
         released = self._released_at
         if released is not None and time.monotonic() - released >= RECLAIM_AFTER_S:
             self._released_at = None
-            from engine.bundle_stage import reclaim_memory
+            from rtaudit.engine.bundle_stage import reclaim_memory
 
             reclaim_memory()
             log.info("%s: memory of a released model version given back", self.stage)

@@ -18,11 +18,11 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from engine.batcher import BatcherConfig
-from engine.media import MediaPolicy
-from engine.policy import PolicyBook, TenantPolicy
-from topics.catalog import DEFAULT_PARTITIONS
-from workers.security import SecuritySettings
+from rtaudit.engine.batcher import BatcherConfig
+from rtaudit.engine.media import MediaPolicy
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.topics.catalog import DEFAULT_PARTITIONS
+from rtaudit.workers.security import SecuritySettings
 
 #: Loopback port of the embedded broker when no external bootstrap is configured.
 EMBEDDED_PORT = 19092

@@ -25,16 +25,16 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
 
-from engine.clock import now_ms
-from schemas.codec import encode
-from schemas.errors import AuditError
-from topics.catalog import DLQ
-from workers import metrics
-from engine.policy import PolicyBook
-from workers.app import dead_letter_record
-from workers.control import ControlPlane
-from workers.kafka import consumer_config, producer_config
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.codec import encode
+from rtaudit.schemas.errors import AuditError
+from rtaudit.topics.catalog import DLQ
+from rtaudit.workers import metrics
+from rtaudit.engine.policy import PolicyBook
+from rtaudit.workers.app import dead_letter_record
+from rtaudit.workers.control import ControlPlane
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 #: how long a loop waits at start for the control topic to be read to its end, s.
@@ -110,7 +110,7 @@ class BatchLoop:
         poll_timeout_s: longest wait for the first record of a batch, s (also the
             granularity of :meth:`tick`).
         commit_interval_s: seconds between checkpoints.
-        control_role: when set, the loop runs a :class:`workers.control.ControlPlane` for that
+        control_role: when set, the loop runs a :class:`rtaudit.workers.control.ControlPlane` for that
             role (reader of ``audit.control``, heartbeats) from :meth:`run` until it ends, and
             :meth:`policies` gives the tenant policies with the control topic's changes.
     """
@@ -143,7 +143,7 @@ class BatchLoop:
         return self.control.policy_book(self.settings.policies)
 
     def status(self) -> dict[str, Any]:
-        """The role's own heartbeat fields (:class:`schemas.control.Heartbeat`); none by default."""
+        """The role's own heartbeat fields (:class:`rtaudit.schemas.control.Heartbeat`); none by default."""
         return {}
 
     # -- hooks ---------------------------------------------------------------------

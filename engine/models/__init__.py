@@ -2,13 +2,13 @@
 
 A stage has two halves, both run off the event loop by the worker:
 
-* ``prepare(task)`` turns one :class:`schemas.messages.ModalityTask` into the model's
+* ``prepare(task)`` turns one :class:`rtaudit.schemas.messages.ModalityTask` into the model's
   input (decoded text, an RGB array); it raises a typed ``AuditError`` for bad
   input, which fails that item alone.
 * ``infer(inputs)`` runs the model on the whole micro-batch and returns one
   :class:`StageOutput` per input, in order; a stage that loops over its inputs
   may put the exception one input raised in that input's place, which fails
-  that item alone. When ``infer`` raises, :func:`engine.stage.process_batch`
+  that item alone. When ``infer`` raises, :func:`rtaudit.engine.stage.process_batch`
   splits the batch to find the items that fail on their own.
 """
 
@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from schemas.messages import Evidence, ModalityTask, ModelRef
+from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
 
 
 @dataclass(frozen=True)
@@ -29,7 +29,7 @@ class StageOutput:
 
 
 class ModelStage(Protocol):
-    """What :func:`engine.stage.process_batch` needs from a model."""
+    """What :func:`rtaudit.engine.stage.process_batch` needs from a model."""
 
     #: ``"text"``, ``"image"`` or ``"ocr"``: the stage name in part keys and metrics.
     stage: str

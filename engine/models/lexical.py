@@ -2,9 +2,9 @@
 
 A cheap text model (about 3,800 texts/s on one core, README "Measured"): with
 ``RTAUDIT_TEXT_MODEL=lexical`` a text worker serves it instead of the full
-:class:`engine.models.text.TextStage`, and ``rtaudit bench --model lexical`` measures
+:class:`rtaudit.engine.models.text.TextStage`, and ``rtaudit bench --model lexical`` measures
 the fleet with a model that costs little but something. Source and scores: see
-:mod:`engine.models.profanity`.
+:mod:`rtaudit.engine.models.profanity`.
 
 Categories: ``offensive`` — the model's probability of offensive language, in
 ``[0, 1]``; evidence: words scoring at least 0.5 on their own, ``span`` = ``[start,
@@ -13,9 +13,9 @@ end)`` code-point offsets into the text as sent (look-alikes and leetspeak undon
 
 from __future__ import annotations
 
-from engine.models import StageOutput
-from engine.models.profanity import CATEGORY, ProfanityScorer
-from schemas.messages import ModalityTask
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.models.profanity import CATEGORY, ProfanityScorer
+from rtaudit.schemas.messages import ModalityTask
 
 #: the category its probability is reported as (the text stage's, so tenant thresholds apply).
 REPORTED_AS = "offensive"

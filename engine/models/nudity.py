@@ -14,10 +14,10 @@ from typing import Any
 
 import numpy as np
 
-from engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
-from engine.models import StageOutput
-from engine.models.onnx import session
-from schemas.messages import Evidence, ModalityTask, ModelRef
+from rtaudit.engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.models.onnx import session
+from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
 
 #: NudeNet class → moderation category. Classes not listed (faces, feet, covered
 #: belly...) are kept as evidence under ``"neutral"`` and score nothing.
@@ -67,7 +67,7 @@ class NudityStage:
         1×10000 image is letterboxed by NudeNet like any other).
 
         Raises:
-            AuditError: as :func:`engine.media.load_image_bgr`.
+            AuditError: as :func:`rtaudit.engine.media.load_image_bgr`.
         """
         return fit_image(load_image_bgr(task.media, self.media_policy), max_side_px=self.max_side_px)
 

@@ -9,15 +9,15 @@ per second, that path is the bound). Never serve traffic with it: every item sco
 
 from __future__ import annotations
 
-from engine.models import StageOutput
-from schemas.messages import ModalityTask, ModelRef
+from rtaudit.engine.models import StageOutput
+from rtaudit.schemas.messages import ModalityTask, ModelRef
 
 #: scores of every item: the text stage's categories, all 0 (below every policy threshold).
 NULL_SCORES: dict[str, float] = {"offensive": 0.0, "hate": 0.0, "targeted_insult": 0.0}
 
 
 class NullStage:
-    """A :class:`engine.models.ModelStage` that returns :data:`NULL_SCORES` for every input.
+    """A :class:`rtaudit.engine.models.ModelStage` that returns :data:`NULL_SCORES` for every input.
 
     ``prepare(task)`` → the task's text (``str``, ``""`` for media: never decoded);
     ``infer(inputs)`` → one :class:`StageOutput` per input, no evidence. Raises nothing.

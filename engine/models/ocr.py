@@ -13,11 +13,11 @@ from importlib import metadata
 
 import numpy as np
 
-from engine.models import StageOutput
-from engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
-from engine.models.text import model_ref, stage_output
-from engine.text.scoring import TextScorer
-from schemas.messages import Evidence, ModalityTask, ModelRef
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
+from rtaudit.engine.models.text import model_ref, stage_output
+from rtaudit.engine.text.scoring import TextScorer
+from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
 
 
 class OCRStage:
@@ -64,7 +64,7 @@ class OCRStage:
         :attr:`max_aspect` (any shape from 1×1 up is read; tiny images are upscaled by RapidOCR).
 
         Raises:
-            AuditError: as :func:`engine.media.load_image_bgr`.
+            AuditError: as :func:`rtaudit.engine.media.load_image_bgr`.
         """
         bgr = load_image_bgr(task.media, self.media_policy)
         return fit_image(bgr, max_side_px=self.max_side_px, max_aspect=self.max_aspect)

@@ -1,6 +1,6 @@
 """Lexical offensive-language model: alt-profanity-check (TF-IDF + linear SVM, calibrated).
 
-Used as one input of :class:`engine.text.scoring.TextScorer` (stacked with MiniLM) and
+Used as one input of :class:`rtaudit.engine.text.scoring.TextScorer` (stacked with MiniLM) and
 as the baseline ``rtaudit eval`` compares against.
 
 Source: the ``alt-profanity-check`` package (a maintained fork of
@@ -17,9 +17,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.models import StageOutput
-from engine.text.normalize import normalize
-from schemas.messages import Evidence, ModelRef
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.text.normalize import normalize
+from rtaudit.schemas.messages import Evidence, ModelRef
 
 #: word tokens for span evidence: letters/digits, inner apostrophes kept ("don't").
 _WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
@@ -61,7 +61,7 @@ class ProfanityScorer:
     def score_with_spans(self, texts: list[str], part: str = "") -> list[StageOutput]:
         """Whole-text score plus per-word span evidence, for a batch of texts (one model call per level).
 
-        The model scores :func:`engine.text.normalize.normalize`'s view of each
+        The model scores :func:`rtaudit.engine.text.normalize.normalize`'s view of each
         text (look-alikes, invisible characters, leetspeak and split letters
         undone); each evidence ``span`` is ``[start, end)`` into the *original*
         text and ``text`` is what the user wrote there (``"sh1t"``, ``"f u c k"``).

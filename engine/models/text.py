@@ -1,4 +1,4 @@
-"""The ``text`` stage: request text through :class:`engine.text.scoring.TextScorer`.
+"""The ``text`` stage: request text through :class:`rtaudit.engine.text.scoring.TextScorer`.
 
 Categories: ``offensive``, ``hate``, ``targeted_insult`` for English (and any non-Han
 text), ``offensive`` for Chinese; scores are calibrated so 0.5 is the dev-optimal
@@ -8,9 +8,9 @@ threshold (``docs/text-moderation.md``). Evidence: word/character spans with
 
 from __future__ import annotations
 
-from engine.models import StageOutput
-from engine.text.scoring import TextScore, TextScorer
-from schemas.messages import Evidence, ModalityTask, ModelRef
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.text.scoring import TextScore, TextScorer
+from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
 
 
 def model_ref(scorer: TextScorer) -> ModelRef:

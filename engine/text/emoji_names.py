@@ -9,7 +9,7 @@ face reads as the animal when the animal has an emoji of its own (``pig face`` �
 (``piñata`` → ``pinata``; brackets and ``&`` become spaces) and set off by a space from
 whatever they touch (``my 🔌hates`` → ``my electric plug hates``), so they read as words.
 
-Left alone, for the later ``emoji`` step of :func:`engine.text.normalize.normalize`, which reads
+Left alone, for the later ``emoji`` step of :func:`rtaudit.engine.text.normalize.normalize`, which reads
 them as the letters they stand for: regional indicators (flags included: ``🇫🇷`` → ``fr``),
 negative squared and circled letters (``🅰️``), ``⭕`` and ``❌``; keycaps (``1️⃣`` → ``1``).
 

@@ -228,7 +228,7 @@ def ensure_encoder_onnx(precision: str = "fp32") -> Path:
 def configured_precision() -> str:
     """``text_encoder_precision`` of the process's settings (``RTAUDIT_TEXT_ENCODER_PRECISION``,
     ``rtaudit.toml``), read when a caller does not pass a precision."""
-    from workers.settings import load_settings
+    from rtaudit.workers.settings import load_settings
 
     return load_settings().text_encoder_precision
 
@@ -313,7 +313,7 @@ class MiniLMEncoder:
 
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
                  intra_op_threads: int = 0, precision: str | None = None) -> None:
-        from engine.models.onnx import providers, session
+        from rtaudit.engine.models.onnx import providers, session
 
         self.max_tokens = max_tokens
         self.batch_size = batch_size
@@ -330,7 +330,7 @@ class MiniLMEncoder:
 
     def pieces(self, texts: list[str]) -> list:
         """The tokenizer's ``Encoding`` of each text whole: no truncation, no special tokens
-        (``.tokens``, ``.offsets``: what :mod:`engine.text.windows` plans windows over)."""
+        (``.tokens``, ``.offsets``: what :mod:`rtaudit.engine.text.windows` plans windows over)."""
         if self._untruncated is None:
             self._untruncated = _tokenizer(model_dir(), None)
         return self._untruncated.encode_batch(texts, add_special_tokens=False)

@@ -1,4 +1,4 @@
-"""What ``rtaudit eval`` measures, as plain functions over a :class:`~engine.text.scoring.TextScorer`.
+"""What ``rtaudit eval`` measures, as plain functions over a :class:`~rtaudit.engine.text.scoring.TextScorer`.
 
 * :func:`classification` — per dataset and category on the dev splits (COLD's dev,
   the Jigsaw sample as an extra test): precision, recall, F1 at the calibrated
@@ -11,7 +11,7 @@
   of the annotators who gave rationales marked it, predicted when an evidence span
   overlaps it; micro-averaged over tokens. Baseline: alt-profanity-check's per-word spans.
 * :func:`evasion` — the evasion suite and benign list of
-  :mod:`engine.text.robustness` on offensive dev texts (recall relative to clean).
+  :mod:`rtaudit.engine.text.robustness` on offensive dev texts (recall relative to clean).
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
 
 ``quick=True`` uses fixed samples (the first items by a seeded hash of their id)
@@ -27,9 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.text import data as D
-from engine.text.metrics import PRF, prf
-from engine.text.scoring import TextScorer
+from rtaudit.engine.text import data as D
+from rtaudit.engine.text.metrics import PRF, prf
+from rtaudit.engine.text.scoring import TextScorer
 
 EVAL_SETS: tuple[tuple[str, str], ...] = (("davidson", "dev"), ("olid", "dev"), ("hatexplain", "dev"), ("cold", "dev"),
                                           ("jigsaw_sample", "test"))
@@ -132,13 +132,13 @@ def evidence_f1(scorer: TextScorer, root: Path, *, quick: bool = False) -> tuple
 
 
 def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ignore[no-untyped-def]
-    """``(model report, baseline report)`` of :func:`engine.text.robustness.evasion_report`.
+    """``(model report, baseline report)`` of :func:`rtaudit.engine.text.robustness.evasion_report`.
 
     Offensive texts: dev rows labelled offensive from Davidson, OLID and HateXplain
     (40 each, 10 with ``quick``); "flagged" = any category ≥ 0.5 (model) or
     alt-profanity-check ≥ 0.5 on the raw text (baseline).
     """
-    from engine.text.robustness import evasion_report
+    from rtaudit.engine.text.robustness import evasion_report
 
     n = 10 if quick else 40
     offensive = [r.text for d in ("davidson", "olid", "hatexplain")

@@ -20,7 +20,7 @@ Techniques
                        🅐 negative circled, Ⓐ circled), one style per word
 
 The look-alike tables come from the same Unicode confusables data that
-:func:`engine.text.normalize.confusable_letters` folds, so the suite and the
+:func:`rtaudit.engine.text.normalize.confusable_letters` folds, so the suite and the
 normalizer agree on what a homoglyph is; fullwidth and mathematical letters are
 computed from their code-point blocks.
 """
@@ -33,7 +33,7 @@ import unicodedata
 from collections.abc import Callable
 from functools import lru_cache
 
-from engine.text.normalize import confusable_letters
+from rtaudit.engine.text.normalize import confusable_letters
 
 __all__ = ["TECHNIQUES", "evasion_variants"]
 

@@ -2,7 +2,7 @@
 
 * :class:`EnglishHead` — stacked logistic regression over ``[MiniLM embedding (384),
   logit(alt-profanity-check probability)]`` → one probability per category of
-  :data:`engine.text.data.CATEGORIES`. A per-category ``shift`` (the logit of the
+  :data:`rtaudit.engine.text.data.CATEGORIES`. A per-category ``shift`` (the logit of the
   threshold that maximised F1 on the dev split) is subtracted, so a calibrated score
   of 0.5 is the dev-optimal operating point and tenant policies can use one
   threshold for every category. ``hate`` and ``targeted_insult`` are sub-categories of
@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.hashing import sha256_file
+from rtaudit.engine.hashing import sha256_file
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 MANIFEST = ARTIFACTS / "manifest.json"

@@ -1,4 +1,4 @@
-"""Word lists the separator rules read (:mod:`engine.text.separators`), built from packages the project
+"""Word lists the separator rules read (:mod:`rtaudit.engine.text.separators`), built from packages the project
 already ships, not written by hand:
 
 * **common words**: the whole-word, ASCII-letter entries of MiniLM's WordPiece vocabulary (the
@@ -35,7 +35,7 @@ OFFENSIVE_RANK = 3000
 
 @lru_cache(maxsize=1)
 def _vocabulary() -> dict[str, int]:
-    from engine.text.encoder import model_dir
+    from rtaudit.engine.text.encoder import model_dir
 
     vocab = json.loads((model_dir() / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     words = [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if w.isascii() and w.isalpha()]

@@ -20,7 +20,7 @@ something):
     Pictographic emoji are read as their Unicode (CLDR) names, from the ``emoji`` package's
     data: ``🖕`` → ``middle finger``, ``🐷`` → ``pig``, ``💩`` → ``pile of poo``; a whole ZWJ or
     skin-tone sequence is one name, set off by spaces; every character of the name keeps the
-    span of the emoji (see :mod:`engine.text.emoji_names`). Runs before ``format_chars`` so a
+    span of the emoji (see :mod:`rtaudit.engine.text.emoji_names`). Runs before ``format_chars`` so a
     ZWJ sequence is still whole. Letter-shaped emoji and keycaps are left to ``emoji``.
 ``format_chars``
     Removes invisible characters: category Cf (zero-width space/joiners, word
@@ -49,7 +49,7 @@ something):
     another script without a Latin look-alike. Ordinary Russian, Greek or
     Chinese text is left as it is.
 ``underscore_joins``, ``split_letters``
-    Separator tricks, one rule with its word gaps (:mod:`engine.text.separators`): single
+    Separator tricks, one rule with its word gaps (:mod:`rtaudit.engine.text.separators`): single
     letters spread apart by spaces, line breaks or punctuation become one word (``f u c k``,
     ``f.u.c.k``), read as several known words when the writer left no word gap
     (``f u c k y o u`` → ``fuck you``); ``_`` between words is a word gap (``you_bitch``).
@@ -76,7 +76,7 @@ something):
 
 ``inner_space``
     One space inside an offensive word is dropped unless both halves are common words
-    (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`engine.text.separators`.
+    (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`rtaudit.engine.text.separators`.
 
 The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
@@ -95,8 +95,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
-from engine.text.emoji_names import emoji_names
-from engine.text.separators import inner_space, protected, split_letters, underscore_joins
+from rtaudit.engine.text.emoji_names import emoji_names
+from rtaudit.engine.text.separators import inner_space, protected, split_letters, underscore_joins
 
 __all__ = ["NormalizedText", "normalize"]
 
@@ -185,7 +185,7 @@ def confusable_letters() -> dict[str, str]:
 
     Built once from the ``confusable-homoglyphs`` package's copy of Unicode's
     ``confusables.txt``; only letters (category L*) confusable with exactly one
-    ASCII letter are kept. Shared with :mod:`engine.text.evasion`.
+    ASCII letter are kept. Shared with :mod:`rtaudit.engine.text.evasion`.
     """
     from confusable_homoglyphs import confusables
 

@@ -1,8 +1,8 @@
 """Measure a text scorer against the evasion suite and the benign list.
 
 ``evasion_report(score, offensive, seed=0, threshold=0.5)`` scores the clean
-offensive texts and every :mod:`engine.text.evasion` variant of them, and the
-:mod:`engine.text.benign` list; it returns recall per technique, recall relative
+offensive texts and every :mod:`rtaudit.engine.text.evasion` variant of them, and the
+:mod:`rtaudit.engine.text.benign` list; it returns recall per technique, recall relative
 to the clean forms (issue 4's target: ≥ 0.95) and the false-positive rate on the
 benign list (target: ≤ 1 %). ``score`` is any batch function
 ``list[str] -> float[n]`` (probability of the offensive class; for a model
@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from engine.text.benign import BENIGN
-from engine.text.evasion import TECHNIQUES, evasion_variant
-from engine.text.normalize import normalize
+from rtaudit.engine.text.benign import BENIGN
+from rtaudit.engine.text.evasion import TECHNIQUES, evasion_variant
+from rtaudit.engine.text.normalize import normalize
 
 __all__ = ["EvasionReport", "ScoreFn", "evasion_report", "format_reports", "newly_flagged", "normalized"]
 
@@ -31,7 +31,7 @@ ScoreFn = Callable[[list[str]], np.ndarray]
 
 
 def normalized(score: ScoreFn) -> ScoreFn:
-    """``score`` applied to :func:`engine.text.normalize.normalize`'s model view of each text."""
+    """``score`` applied to :func:`rtaudit.engine.text.normalize.normalize`'s model view of each text."""
 
     def score_normalized(texts: list[str]) -> np.ndarray:
         return score([normalize(t).text for t in texts])

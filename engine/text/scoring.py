@@ -2,17 +2,17 @@
 
 Pipeline per batch (all steps batched):
 
-1. :func:`engine.text.normalize.normalize` (NFKC, format characters, confusables,
+1. :func:`rtaudit.engine.text.normalize.normalize` (NFKC, format characters, confusables,
    leetspeak, split letters) with an offset map back to the original text.
 2. Route by script (of the normalized text's letters): at least :data:`HAN_SHARE` Han
-   → the Chinese model (:class:`~engine.text.heads.ChineseModel`, trained on COLD,
+   → the Chinese model (:class:`~rtaudit.engine.text.heads.ChineseModel`, trained on COLD,
    ``language="zh"``); else at least :data:`LATIN_SHARE` Latin and :data:`MIN_LETTERS`
    letters → the English model (``"en"``); else (Cyrillic, Greek, Arabic, ... text, or
    strings with almost no letters) ``"other"``: no semantic model covers it (MiniLM-L6's
    vocabulary is English), so only the lexical model's ``offensive`` score is given.
 3. English, whole documents: a text longer than the encoder's window (62 word pieces) is read
    as several windows (one per sentence; sliding windows over a longer sentence; at most
-   1.3× the text's own tokens: :mod:`engine.text.windows`), all in the same batched
+   1.3× the text's own tokens: :mod:`rtaudit.engine.text.windows`), all in the same batched
    encoder call; the document's score per category is its worst window's, and the spans of
    every flagged window are kept. A text that fits one window is scored as it is.
    Per window: alt-profanity-check probability (lexical) and MiniLM-L6 embedding
@@ -40,9 +40,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
-from engine.text.normalize import NormalizedText, normalize
-from engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
+from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
+from rtaudit.engine.text.normalize import NormalizedText, normalize
+from rtaudit.engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
 
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
 HAN_SHARE = 0.3
@@ -161,19 +161,19 @@ class TextScorer:
         span_min: keep a word as evidence when its span score is at least this (default: the
             threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
         intra_op_threads: onnxruntime intra-op threads of the encoder session (0: onnxruntime's default).
-        encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``engine.text.encoder.resolve_precision``);
+        encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``rtaudit.engine.text.encoder.resolve_precision``);
             ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
         artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``
             (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``.
     Raises:
-        engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
+        rtaudit.engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
                  artifacts_dir: Path | None = None) -> None:
-        from engine.models.profanity import ProfanityScorer
-        from engine.text.encoder import MiniLMEncoder
+        from rtaudit.engine.models.profanity import ProfanityScorer
+        from rtaudit.engine.text.encoder import MiniLMEncoder
 
         self.lexical = ProfanityScorer()
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,

@@ -1,13 +1,13 @@
 """Separator tricks: single letters, digits and symbols spread apart so no word is visible (``f u c k``,
 ``f.u.c.k``), and the parts of the text that are never touched (URLs, e-mail addresses, @handles, IDs).
 
-Used by :func:`engine.text.normalize.normalize` (its ``split_letters`` step) and by its ``leet``
+Used by :func:`rtaudit.engine.text.normalize.normalize` (its ``split_letters`` step) and by its ``leet``
 step (:func:`protected`). Each step is ``(text, spans) -> (text, spans)`` over the lower-cased model
 view, where ``spans[i]`` is the span of the original text that ``text[i]`` came from.
 
 One rule for every separator trick: a run of single characters spread apart by the same
 separator each time is one word, a larger gap is a word gap, and a word is never glued to what a
-user wrote as a word of its own. The steps, in the order :func:`~engine.text.normalize.normalize`
+user wrote as a word of its own. The steps, in the order :func:`~rtaudit.engine.text.normalize.normalize`
 runs them (each with its benign control in ``tests/unit/test_separators.py``):
 
 ``underscore_joins`` (before ``split_letters``)
@@ -27,14 +27,14 @@ runs them (each with its benign control in ``tests/unit/test_separators.py``):
     ``e.g. x``, two single letters (``a i``, ``e.g.``) and letters glued to an
     apostrophe (``I'm a b``) are left alone.
     Word gaps the writer did not mark: a run of letters separated by white space whose glued
-    form is not a known word (:mod:`engine.text.lexicon`) is read as the likeliest sequence of
+    form is not a known word (:mod:`rtaudit.engine.text.lexicon`) is read as the likeliest sequence of
     known words when there is one, keeping the writer's separator between them:
     ``f u c k y o u`` → ``fuck you``, ``y o u a r e a b i t c h`` → ``you are a bitch``, and a
     one-letter word is not glued to the spaced word after it (``you are a b i t c h`` →
     ``you are a bitch``, while ``a s s h o l e`` → ``asshole``, a word).
 ``inner_space`` (after ``leet``)
     Two letter runs separated by one space whose concatenation is an offensive word
-    (:func:`engine.text.lexicon.offensive`) are one word unless both are common words:
+    (:func:`rtaudit.engine.text.lexicon.offensive`) are one word unless both are common words:
     ``bi tch`` → ``bitch``, ``as shole`` → ``asshole``; ``the pen is`` stays.
 
 URLs, e-mail addresses, ID-like codes (segments joined by ``-/_.:`` with a number of two or more
@@ -46,7 +46,7 @@ from __future__ import annotations
 import math
 import re
 
-from engine.text import lexicon
+from rtaudit.engine.text import lexicon
 
 __all__ = ["inner_space", "protected", "split_letters", "underscore_joins"]
 
@@ -118,7 +118,7 @@ def protected(s: str) -> list[bool]:
 
 
 def _segment(word: str) -> list[int] | None:
-    """Cut points splitting ``word`` into the likeliest known words (:func:`engine.text.lexicon.word_cost`;
+    """Cut points splitting ``word`` into the likeliest known words (:func:`rtaudit.engine.text.lexicon.word_cost`;
     no two one-letter words in a row), or ``None`` when ``word`` is known or cannot be read as known words."""
     if lexicon.word_cost(word) is not None or len(word) < 4:
         return None

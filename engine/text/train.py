@@ -1,7 +1,7 @@
 """Train the English head and the Chinese model; write ``artifacts/*.npz`` and ``manifest.json``.
 
 Run: ``rtaudit text train [--data DIR]`` (about 20-40 min on 2 busy CPU cores the first time, mostly
-embedding ~43k texts; a rerun with the embedding cache takes a few minutes). Splits are those of :mod:`engine.text.data`
+embedding ~43k texts; a rerun with the embedding cache takes a few minutes). Splits are those of :mod:`rtaudit.engine.text.data`
 (hashed 80/20 for Davidson and OLID, HateXplain's official train/val, COLD's
 train/dev); only ``train`` rows are fitted, ``dev`` rows choose the regularisation
 and the per-category thresholds. MiniLM embeddings of the normalized texts are
@@ -20,10 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.text import data as D
-from engine.text.heads import (ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_FEATURES, ZH_MODEL, ZH_NGRAMS, ChineseModel,
+from rtaudit.engine.text import data as D
+from rtaudit.engine.text.heads import (ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_FEATURES, ZH_MODEL, ZH_NGRAMS, ChineseModel,
                                EnglishHead, lexical_logit, sha256_file, zh_vectorizer)
-from engine.text.metrics import best_threshold, best_threshold_macro
+from rtaudit.engine.text.metrics import best_threshold, best_threshold_macro
 
 log = logging.getLogger(__name__)
 EN_DATASETS = ("davidson", "olid", "hatexplain")
@@ -84,7 +84,7 @@ def balanced_weights(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
 
 def english_examples(root: Path) -> list[D.Example]:
     """Train + dev rows of :data:`EN_DATASETS`, with Davidson's train capped at :data:`DAVIDSON_TRAIN_CAP`."""
-    from engine.text.evaluation import sample
+    from rtaudit.engine.text.evaluation import sample
 
     out: list[D.Example] = []
     for d in EN_DATASETS:
@@ -101,7 +101,7 @@ def english_examples(root: Path) -> list[D.Example]:
 def english_features(examples: list[D.Example], encoder, lexical,  # type: ignore[no-untyped-def]
                      budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Head features ``float32[n, 385]`` of the normalized texts of ``examples`` and which rows have them."""
-    from engine.text.normalize import normalize
+    from rtaudit.engine.text.normalize import normalize
 
     texts = [normalize(e.text).text for e in examples]
     emb, have = embed_cached(encoder, texts, budget_s=budget_s)
@@ -163,7 +163,7 @@ def train_chinese(root: Path) -> tuple[ChineseModel, dict]:
     """Char 1–3-gram TF-IDF + logistic regression on COLD train; C and threshold on COLD dev."""
     from sklearn.linear_model import LogisticRegression
 
-    from engine.text.normalize import normalize
+    from rtaudit.engine.text.normalize import normalize
 
     rows = D.load("cold", root)
     texts = [normalize(e.text).text for e in rows]
@@ -191,8 +191,8 @@ def train_chinese(root: Path) -> tuple[ChineseModel, dict]:
 
 def train_all(root: Path, budget_s: float | None = None) -> dict:
     """Train both models, write the artifacts and the manifest; returns the manifest."""
-    from engine.models.profanity import ProfanityScorer
-    from engine.text import encoder as E
+    from rtaudit.engine.models.profanity import ProfanityScorer
+    from rtaudit.engine.text import encoder as E
 
     started = time.perf_counter()
     enc = E.MiniLMEncoder(prefer_gpu=True)
@@ -240,8 +240,8 @@ def calibrate_evidence(root: Path, posts: int = 200) -> dict:
     Scores a hashed sample of abusive train posts with every word kept (``span_min=0``),
     then picks the threshold maximising token-level F1 (same definition as the eval).
     """
-    from engine.text.evaluation import _token_prf, sample
-    from engine.text.scoring import TextScorer
+    from rtaudit.engine.text.evaluation import _token_prf, sample
+    from rtaudit.engine.text.scoring import TextScorer
 
     rows = [r for r in D.load("hatexplain", root, "train") if r.labels["offensive"] and r.rationale and any(r.rationale)]
     rows = sample(rows, posts)

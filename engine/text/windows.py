@@ -1,10 +1,10 @@
 """Whole-document scoring: which windows of a long normalized text the encoder reads.
 
-MiniLM reads :data:`engine.text.encoder.MAX_TOKENS` word pieces (62 plus ``[CLS]``/``[SEP]``);
+MiniLM reads :data:`rtaudit.engine.text.encoder.MAX_TOKENS` word pieces (62 plus ``[CLS]``/``[SEP]``);
 a longer text used to be cut there, and its mean-pooled embedding dilutes one abusive sentence
 among benign ones (an insult scoring 0.99 alone scored 0.35 after 20 benign words). So a text
 longer than one window is read as several windows, each scored on its own, and the document is
-as bad as its worst window (:class:`engine.text.scoring.TextScorer` takes the maximum per
+as bad as its worst window (:class:`rtaudit.engine.text.scoring.TextScorer` takes the maximum per
 category and keeps the spans of every flagged window).
 
 :func:`plan_windows` works on the word pieces of the normalized text (no special tokens):

@@ -7,8 +7,8 @@ import socket
 from collections.abc import Iterator
 import pytest
 
-from workers.fleet import Fleet
-from workers.settings import Settings, load_settings
+from rtaudit.workers.fleet import Fleet
+from rtaudit.workers.settings import Settings, load_settings
 
 TENANT = "itest"
 TENANT_OPEN = "itest-open"
@@ -64,9 +64,9 @@ on_incomplete = "review"
 @pytest.fixture(scope="module")
 def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     """A fresh embedded broker with the topic catalogue and no workers (for control-plane tests)."""
-    from topics.admin import ensure_topics
-    from topics.catalog import catalog
-    from workers.broker import EmbeddedBroker
+    from rtaudit.topics.admin import ensure_topics
+    from rtaudit.topics.catalog import catalog
+    from rtaudit.workers.broker import EmbeddedBroker
 
     settings = Settings(embedded_port=free_port(), state_dir=tmp_path_factory.mktemp("state"))
     with EmbeddedBroker(settings.embedded_port):

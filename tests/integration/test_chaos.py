@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import pytest
 
-from workers.chaos import ROLES, Chaos, ChaosOptions, fault_line
-from workers.settings import load_settings
+from rtaudit.workers.chaos import ROLES, Chaos, ChaosOptions, fault_line
+from rtaudit.workers.settings import load_settings
 
 pytestmark = pytest.mark.integration
 

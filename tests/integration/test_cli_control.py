@@ -14,16 +14,16 @@ from confluent_kafka import Producer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from engine.bundle import ModelStore, package
-from engine.clock import now_ms
-from engine.control import encode
-from schemas.control import ControlMessage, ModelPayload, ServingStatus
-from topics.catalog import CONTROL
-from workers import cli_control
-from workers.cli import app
-from workers.control import ControlPlane, read_state
-from workers.kafka import producer_config
-from workers.settings import Settings
+from rtaudit.engine.bundle import ModelStore, package
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.control import encode
+from rtaudit.schemas.control import ControlMessage, ModelPayload, ServingStatus
+from rtaudit.topics.catalog import CONTROL
+from rtaudit.workers import cli_control
+from rtaudit.workers.cli import app
+from rtaudit.workers.control import ControlPlane, read_state
+from rtaudit.workers.kafka import producer_config
+from rtaudit.workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 

@@ -11,15 +11,15 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from engine.clock import now_ms
-from engine.policy import TenantPolicy, Threshold
-from schemas.control import PolicyPayload, PriorityPayload
-from schemas.messages import AuditRequest, ModalityTask
-from topics.catalog import lane_topic
-from workers.client import AuditClient, verdict_reader
-from workers.control import publish
-from workers.kafka import consumer_config
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.policy import TenantPolicy, Threshold
+from rtaudit.schemas.control import PolicyPayload, PriorityPayload
+from rtaudit.schemas.messages import AuditRequest, ModalityTask
+from rtaudit.topics.catalog import lane_topic
+from rtaudit.workers.client import AuditClient, verdict_reader
+from rtaudit.workers.control import publish
+from rtaudit.workers.kafka import consumer_config
+from rtaudit.workers.settings import Settings
 
 from .conftest import launch_null_text_fleet
 

@@ -9,13 +9,13 @@ import orjson
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from engine.policy import TenantPolicy
-from schemas.control import BundleRef, Heartbeat, ModelPayload, PolicyPayload, PriorityPayload
-from schemas.messages import DLQRecord
-from topics.catalog import CONTROL, DLQ, STATUS
-from workers.control import ControlConflict, ControlPlane, publish, read_state
-from workers.kafka import consumer_config, producer_config
-from workers.settings import Settings
+from rtaudit.engine.policy import TenantPolicy
+from rtaudit.schemas.control import BundleRef, Heartbeat, ModelPayload, PolicyPayload, PriorityPayload
+from rtaudit.schemas.messages import DLQRecord
+from rtaudit.topics.catalog import CONTROL, DLQ, STATUS
+from rtaudit.workers.control import ControlConflict, ControlPlane, publish, read_state
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 
@@ -79,7 +79,7 @@ def test_publishing_is_compare_and_swap_and_every_reader_converges(broker_settin
 
 
 def test_policy_and_priority_reach_a_running_reader_within_a_second(broker_settings: Settings) -> None:
-    from engine.policy import PolicyBook
+    from rtaudit.engine.policy import PolicyBook
 
     settings = broker_settings
     plane = ControlPlane(settings, "fusion").start()

@@ -15,12 +15,12 @@ import pytest
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 from PIL import Image, ImageDraw
 
-from engine.clock import now_ms
-from schemas.codec import decode
-from schemas.messages import AuditRequest, MediaItem, Verdict
-from topics.catalog import VERDICTS
-from workers.client import AuditClient
-from workers.kafka import consumer_config
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.codec import decode
+from rtaudit.schemas.messages import AuditRequest, MediaItem, Verdict
+from rtaudit.topics.catalog import VERDICTS
+from rtaudit.workers.client import AuditClient
+from rtaudit.workers.kafka import consumer_config
 
 from .conftest import TENANT
 

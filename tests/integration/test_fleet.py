@@ -21,14 +21,14 @@ from pathlib import Path
 
 import pytest
 
-from engine.clock import now_ms
-from engine.media import MediaPolicy, load_image_bgr
-from engine.models.ocr import OCRStage
-from engine.text.scoring import TextScorer
-from schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, MediaItem, Verdict
-from workers.client import AuditClient, dlq_reader, verdict_reader
-from workers.demo import render_text_image, skimage_file
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.media import MediaPolicy, load_image_bgr
+from rtaudit.engine.models.ocr import OCRStage
+from rtaudit.engine.text.scoring import TextScorer
+from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, MediaItem, Verdict
+from rtaudit.workers.client import AuditClient, dlq_reader, verdict_reader
+from rtaudit.workers.demo import render_text_image, skimage_file
+from rtaudit.workers.settings import Settings
 
 from .conftest import TENANT
 

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from workers.fuzz.harness import FuzzOptions, run
-from workers.fuzz.mutations import KINDS
+from rtaudit.workers.fuzz.harness import FuzzOptions, run
+from rtaudit.workers.fuzz.mutations import KINDS
 
 pytestmark = pytest.mark.integration
 

@@ -20,14 +20,14 @@ from PIL import Image
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from engine.clock import now_ms
-from schemas.messages import AuditRequest, MediaItem, Verdict
-from topics.catalog import LANES, lane_topic
-from workers.client import AuditClient, verdict_reader
-from workers.demo import skimage_file
-from workers.fleet import Fleet
-from workers.kafka import consumer_config
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.messages import AuditRequest, MediaItem, Verdict
+from rtaudit.topics.catalog import LANES, lane_topic
+from rtaudit.workers.client import AuditClient, verdict_reader
+from rtaudit.workers.demo import skimage_file
+from rtaudit.workers.fleet import Fleet
+from rtaudit.workers.kafka import consumer_config
+from rtaudit.workers.settings import Settings
 
 from .conftest import TENANT, TENANT_CLOSED, TENANT_OPEN
 

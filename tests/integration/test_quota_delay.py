@@ -12,13 +12,13 @@ import uuid
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
-from engine.clock import now_ms
-from engine.policy import QuotaPolicy, TenantPolicy
-from schemas.messages import AuditRequest, ModalityTask
-from topics.catalog import REQUESTS, lane_topic
-from workers.kafka import consumer_config, producer_config
-from workers.router import GROUP_ID, RouterLoop
-from workers.settings import Settings
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.policy import QuotaPolicy, TenantPolicy
+from rtaudit.schemas.messages import AuditRequest, ModalityTask
+from rtaudit.topics.catalog import REQUESTS, lane_topic
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.router import GROUP_ID, RouterLoop
+from rtaudit.workers.settings import Settings
 
 pytestmark = pytest.mark.integration
 RATE = 10.0  # req/s: one every 100 ms

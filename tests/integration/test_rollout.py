@@ -22,19 +22,19 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from engine.bundle import ModelStore
-from engine.bundle_stage import package_stage
-from engine.clock import now_ms
-from engine.control import ControlState
-from engine.rollout import slice_pct
-from schemas.codec import decode_scores_record
-from schemas.control import BundleRef, CanaryTriggers, Heartbeat, ModelPayload, RolloutPayload
-from schemas.messages import AuditRequest, PartialScore, Verdict
-from topics.catalog import CONTROL, SCORES, STATUS, VERDICTS
-from workers.client import AuditClient
-from workers.control import publish, read_state
-from workers.kafka import consumer_config
-from workers.settings import Settings
+from rtaudit.engine.bundle import ModelStore
+from rtaudit.engine.bundle_stage import package_stage
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.control import ControlState
+from rtaudit.engine.rollout import slice_pct
+from rtaudit.schemas.codec import decode_scores_record
+from rtaudit.schemas.control import BundleRef, CanaryTriggers, Heartbeat, ModelPayload, RolloutPayload
+from rtaudit.schemas.messages import AuditRequest, PartialScore, Verdict
+from rtaudit.topics.catalog import CONTROL, SCORES, STATUS, VERDICTS
+from rtaudit.workers.client import AuditClient
+from rtaudit.workers.control import publish, read_state
+from rtaudit.workers.kafka import consumer_config
+from rtaudit.workers.settings import Settings
 
 from .conftest import launch_null_text_fleet
 

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from topics.admin import ensure_topics
-from topics.catalog import catalog
-from workers.fleet import Fleet
-from workers.settings import Settings
-from workers.supervision import RestartPolicy
+from rtaudit.topics.admin import ensure_topics
+from rtaudit.topics.catalog import catalog
+from rtaudit.workers.fleet import Fleet
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.supervision import RestartPolicy
 
 from .conftest import free_port
 
@@ -98,9 +98,9 @@ def test_a_killed_worker_and_a_killed_broker_are_restarted(tmp_path: Path) -> No
 SUPERVISOR = """
 import sys, time
 from pathlib import Path
-from workers.fleet import Fleet
-from workers.settings import Settings
-from workers.supervision import RestartPolicy
+from rtaudit.workers.fleet import Fleet
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.supervision import RestartPolicy
 tmp = Path(sys.argv[2])
 fleet = Fleet(Settings(embedded_port=int(sys.argv[1]), state_dir=tmp / "state"), roles=("router",), log_dir=tmp / "logs",
               env={"RTAUDIT_STATE_DIR": str(tmp / "state")}, supervise=True, policy=RestartPolicy(base_s=0.2),

@@ -8,7 +8,7 @@ from typing import Any
 
 from PIL import Image
 
-from schemas.messages import (
+from rtaudit.schemas.messages import (
     AuditRequest,
     Evidence,
     FusionTick,

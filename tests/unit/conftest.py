@@ -5,7 +5,7 @@ import pytest
 
 @pytest.fixture(scope="session")
 def profanity_scorer():
-    from engine.models.profanity import ProfanityScorer
+    from rtaudit.engine.models.profanity import ProfanityScorer
 
     return ProfanityScorer()
 
@@ -13,29 +13,29 @@ def profanity_scorer():
 @pytest.fixture(scope="session")
 def text_scorer():
     """The real text scorer, loaded once (builds the encoder ONNX into the cache on first use, ~30 s)."""
-    from engine.text.scoring import TextScorer
+    from rtaudit.engine.text.scoring import TextScorer
 
     return TextScorer(prefer_gpu=False)
 
 
 @pytest.fixture(scope="session")
 def text_stage(text_scorer):
-    from engine.models.text import TextStage
+    from rtaudit.engine.models.text import TextStage
 
     return TextStage(text_scorer)
 
 
 @pytest.fixture(scope="session")
 def nudity_stage():
-    from engine.media import MediaPolicy
-    from engine.models.nudity import NudityStage
+    from rtaudit.engine.media import MediaPolicy
+    from rtaudit.engine.models.nudity import NudityStage
 
     return NudityStage(MediaPolicy())
 
 
 @pytest.fixture(scope="session")
 def ocr_stage(text_scorer):
-    from engine.media import MediaPolicy
-    from engine.models.ocr import OCRStage
+    from rtaudit.engine.media import MediaPolicy
+    from rtaudit.engine.models.ocr import OCRStage
 
     return OCRStage(MediaPolicy(), text_scorer)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from workers.settings import PROFILES, Settings, SettingsError, load_settings
+from rtaudit.workers.settings import PROFILES, Settings, SettingsError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,7 +56,7 @@ def test_bad_values_are_named(monkeypatch, tmp_path):
 
 
 def test_inference_threads_leave_a_core_unless_set(monkeypatch):
-    import workers.settings as settings_mod
+    import rtaudit.workers.settings as settings_mod
 
     monkeypatch.setattr(settings_mod, "usable_cores", lambda: 8)
     assert Settings().model_threads() == 7

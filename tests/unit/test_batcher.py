@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.batcher import Batch, Batcher, BatcherConfig, BatcherFull, CostModel, split_slots
+from rtaudit.engine.batcher import Batch, Batcher, BatcherConfig, BatcherFull, CostModel, split_slots
 
 
 class FakeTime:

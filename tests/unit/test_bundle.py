@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from engine.bundle import (
+from rtaudit.engine.bundle import (
     MANIFEST_NAME,
     BundleConflict,
     BundleCorrupt,
@@ -28,9 +28,9 @@ from engine.bundle import (
     sha256_file,
     verify,
 )
-from engine.bundle_stage import GoldenMismatch, WarmUpFailed, check_golden, load_stage, package_stage, ready_stage, warm
-from engine.stage import process_batch
-from schemas.control import BundleRef
+from rtaudit.engine.bundle_stage import GoldenMismatch, WarmUpFailed, check_golden, load_stage, package_stage, ready_stage, warm
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.control import BundleRef
 from tests.unit.builders import task
 
 NULL = RuntimeSpec(kind="null")
@@ -194,14 +194,14 @@ def test_null_runtime_scores_sleeps_and_names_the_bundle_version(tmp_path: Path)
 
 
 def test_the_stage_functions_are_reexported_and_reclaim_memory_runs() -> None:
-    import engine.bundle
-    import engine.bundle_stage
+    import rtaudit.engine.bundle
+    import rtaudit.engine.bundle_stage
 
-    assert engine.bundle.load_stage is load_stage and engine.bundle.GoldenMismatch is GoldenMismatch
-    engine.bundle.reclaim_memory()
+    assert rtaudit.engine.bundle.load_stage is load_stage and rtaudit.engine.bundle.GoldenMismatch is GoldenMismatch
+    rtaudit.engine.bundle.reclaim_memory()
     with pytest.raises(AttributeError):
-        engine.bundle.no_such_name  # noqa: B018
-    assert engine.bundle_stage.warm is warm
+        rtaudit.engine.bundle.no_such_name  # noqa: B018
+    assert rtaudit.engine.bundle_stage.warm is warm
 
 
 def test_null_runtime_raise_fails_every_item_its_warm_up_and_its_golden_check(tmp_path: Path) -> None:
@@ -248,7 +248,7 @@ def test_the_shipped_text_artifacts_pass_their_golden_set(text_bundle: Path) -> 
 
 def _flipped_artifacts(src: Path, dest: Path) -> Path:
     """Copy of the text artifacts with the English head negated (scores flipped) and its manifest re-signed."""
-    from engine.text.heads import EnglishHead
+    from rtaudit.engine.text.heads import EnglishHead
 
     shutil.copytree(src, dest)
     head = EnglishHead.load(dest / "en_head.npz")
@@ -290,7 +290,7 @@ def test_an_image_bundle_carries_its_detector(tmp_path: Path) -> None:
 
 # -- the CLI ----------------------------------------------------------------------------------------------
 def test_cli_package_publish_list_and_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workers.cli import app
+    from rtaudit.workers.cli import app
 
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
@@ -317,7 +317,7 @@ def test_cli_package_publish_list_and_clear_errors(tmp_path: Path, monkeypatch: 
 
 
 def test_cli_golden_file_with_given_expectations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from workers.cli import app
+    from rtaudit.workers.cli import app
 
     monkeypatch.chdir(tmp_path)
     golden = tmp_path / "golden.json"

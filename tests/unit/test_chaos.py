@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from workers.chaos import (
+from rtaudit.workers.chaos import (
     ROLES, Fault, Progress, RawVerdict, RequestMaker, Sent, p99, plan_faults, recovery_s, result_rows, tally,
 )
 
@@ -156,9 +156,9 @@ def test_a_partial_later_than_the_verdicts_retention_decides_nothing() -> None:
     late OCR partial created a new entry whose (past) deadline gave a second, different verdict
     ("manifest missing"). A partial for an unknown request whose deadline + grace + retention
     has passed belongs to a request decided and forgotten: it is absorbed."""
-    from engine.fusion import Fusion
-    from engine.fusion_table import PendingTable
-    from engine.policy import PolicyBook, TenantPolicy
+    from rtaudit.engine.fusion import Fusion
+    from rtaudit.engine.fusion_table import PendingTable
+    from rtaudit.engine.policy import PolicyBook, TenantPolicy
 
     from .builders import DEADLINE_MS, manifest, partial
 

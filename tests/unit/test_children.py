@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from workers.children import popen_options, stop_group
+from rtaudit.workers.children import popen_options, stop_group
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 
 #: a parent that starts one ``sleep`` child the way the CLI does, prints its pid, and waits.
 PARENT = """
 import subprocess, sys, time
-from workers.children import popen_options
+from rtaudit.workers.children import popen_options
 child = subprocess.Popen(["sleep", "120"], **popen_options())
 print(child.pid, flush=True)
 time.sleep(120)

@@ -11,9 +11,9 @@ from datetime import datetime, timezone
 import pytest
 from typer.testing import CliRunner
 
-from engine.control import ControlState, encode
-from engine.policy import TenantPolicy
-from schemas.control import (
+from rtaudit.engine.control import ControlState, encode
+from rtaudit.engine.policy import TenantPolicy
+from rtaudit.schemas.control import (
     BundleRef,
     ControlMessage,
     Heartbeat,
@@ -23,8 +23,8 @@ from schemas.control import (
     RolloutPayload,
     ServingStatus,
 )
-from workers import control_view as view
-from workers.cli import app
+from rtaudit.workers import control_view as view
+from rtaudit.workers.cli import app
 
 NOW = 1_800_000_000_000
 

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from workers.cli import _parse_replicas, app
+from rtaudit.workers.cli import _parse_replicas, app
 
 
 def closed_port() -> int:
@@ -67,7 +67,7 @@ def test_a_misspelt_variable_is_an_error(no_broker, monkeypatch):
 
 
 def test_replicas_of_an_unknown_role_list_the_valid_roles():
-    from workers.fleet import ROLES
+    from rtaudit.workers.fleet import ROLES
 
     with pytest.raises(typer.BadParameter, match=f"unknown role 'bogus' in 'bogus=2': roles are {', '.join(ROLES)}"):
         _parse_replicas(["bogus=2"])

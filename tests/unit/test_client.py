@@ -11,16 +11,16 @@ import time
 import pytest
 from PIL import Image
 
-from schemas.codec import encode
-from schemas.errors import MediaTooLarge, MediaUndecodable
-from schemas.messages import MAX_INLINE_MEDIA_BYTES, MediaItem, Verdict
-from workers import client as client_mod
-from workers.client import (
+from rtaudit.schemas.codec import encode
+from rtaudit.schemas.errors import MediaTooLarge, MediaUndecodable
+from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, MediaItem, Verdict
+from rtaudit.workers import client as client_mod
+from rtaudit.workers.client import (
     AuditClient, DeliveryError, InputFileError, RecordReader, SeenIds, VerdictTimeout, request_from_path,
 )
-from workers.demo import verdict_line
-from workers.kafka import BrokerUnavailable, check_cluster
-from workers.settings import Settings
+from rtaudit.workers.demo import verdict_line
+from rtaudit.workers.kafka import BrokerUnavailable, check_cluster
+from rtaudit.workers.settings import Settings
 
 
 def closed_port() -> int:

@@ -8,9 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from engine.control import ControlState, Rejected, encode
-from engine.policy import PolicyBook, QuotaPolicy, TenantPolicy, Threshold
-from engine.rollout import (
+from rtaudit.engine.control import ControlState, Rejected, encode
+from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy, Threshold
+from rtaudit.engine.rollout import (
     STEPS,
     CanaryJudge,
     Hold,
@@ -23,7 +23,7 @@ from engine.rollout import (
     serves_candidate,
     slice_pct,
 )
-from schemas.control import (
+from rtaudit.schemas.control import (
     BundleRef,
     CanaryTriggers,
     ControlMessage,

@@ -1,10 +1,10 @@
 import base64
 
-from schemas.codec import encode
-from schemas.errors import SchemaViolation
-from schemas.messages import MAX_DLQ_ORIGINAL_BYTES
-from topics.catalog import MAX_MESSAGE_BYTES
-from workers.app import dead_letter_record
+from rtaudit.schemas.codec import encode
+from rtaudit.schemas.errors import SchemaViolation
+from rtaudit.schemas.messages import MAX_DLQ_ORIGINAL_BYTES
+from rtaudit.topics.catalog import MAX_MESSAGE_BYTES
+from rtaudit.workers.app import dead_letter_record
 
 
 def test_small_original_is_kept_whole():

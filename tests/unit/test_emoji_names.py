@@ -1,4 +1,4 @@
-"""Emoji read as their names (engine.text.emoji_names, the ``emoji_names`` step of normalize): names,
+"""Emoji read as their names (rtaudit.engine.text.emoji_names, the ``emoji_names`` step of normalize): names,
 offsets back to the emoji, letter-shaped emoji left to the letter step, routing by what the user wrote."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ import csv
 import numpy as np
 import pytest
 
-from engine.text import normalize
-from engine.text.emoji_names import emoji_name
-from engine.text.scoring import route_normalized, script_text
+from rtaudit.engine.text import normalize
+from rtaudit.engine.text.emoji_names import emoji_name
+from rtaudit.engine.text.scoring import route_normalized, script_text
 
 
 @pytest.mark.parametrize(

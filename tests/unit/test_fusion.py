@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from engine.fusion import Fusion, FusionState
-from engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.fusion import Fusion, FusionState
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
 
 from .builders import CREATED_MS, DEADLINE_MS, REQUEST_ID, TENANT, evidence, manifest, partial, tick
 

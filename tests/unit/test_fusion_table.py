@@ -8,9 +8,9 @@ import random
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.fusion import Fusion
-from engine.fusion_table import PendingTable
-from engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.fusion import Fusion
+from rtaudit.engine.fusion_table import PendingTable
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
 
 from .builders import CREATED_MS, DEADLINE_MS, manifest, partial, tick
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from schemas.codec import MAX_LOC_PART_CHARS, decode
-from schemas.errors import SchemaViolation
-from schemas.messages import AuditRequest
+from rtaudit.schemas.codec import MAX_LOC_PART_CHARS, decode
+from rtaudit.schemas.errors import SchemaViolation
+from rtaudit.schemas.messages import AuditRequest
 
 VALID = {"request_id": "r1", "tenant_id": "t", "created_at_ms": 1, "text": "hello"}
 

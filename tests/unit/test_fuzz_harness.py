@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from workers.fuzz.harness import Outcome, leaks, media_probes, summarize
-from workers.fuzz.mutations import generate
+from rtaudit.workers.fuzz.harness import Outcome, leaks, media_probes, summarize
+from rtaudit.workers.fuzz.mutations import generate
 
 ROOT = Path("/srv/fuzz-media")
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import orjson
 import pytest
 
-from schemas.codec import readable_fields
-from workers.fuzz.mutations import KINDS, MUTATIONS, WEIGHTS, generate, is_valid_id, media_uris
+from rtaudit.schemas.codec import readable_fields
+from rtaudit.workers.fuzz.mutations import KINDS, MUTATIONS, WEIGHTS, generate, is_valid_id, media_uris
 
 NOW_MS = 1_700_000_000_000
 ROOT = Path("/srv/fuzz-media")

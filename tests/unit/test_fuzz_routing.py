@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.media import MediaPolicy
-from engine.policy import PolicyBook, TenantPolicy
-from engine.routing import MAX_DEADLINE_AHEAD_MS, Router
-from schemas.messages import AuditRequest, MediaItem
+from rtaudit.engine.media import MediaPolicy
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.routing import MAX_DEADLINE_AHEAD_MS, Router
+from rtaudit.schemas.messages import AuditRequest, MediaItem
 
 NOW_MS = 1_700_000_000_000
 ROUTER = Router(policies=PolicyBook(default=TenantPolicy(slo_ms=3000)), media_policy=MediaPolicy())

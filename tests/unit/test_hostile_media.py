@@ -20,9 +20,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.media import FittedImage, MediaPolicy, decode_image
-from engine.stage import process_batch
-from schemas.errors import AuditError
+from rtaudit.engine.media import FittedImage, MediaPolicy, decode_image
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.errors import AuditError
 
 from .builders import CREATED_MS, encoded_image, inline_media, task
 

@@ -8,7 +8,7 @@ import onnx
 import onnxruntime as ort
 import pytest
 
-from engine.text import encoder as E
+from rtaudit.engine.text import encoder as E
 
 TEXTS = [
     "have a nice day",
@@ -79,7 +79,7 @@ def test_the_model_version_names_the_precision(encoders):
 
 
 def test_the_text_scorer_version_differs_by_precision(text_scorer):
-    from engine.text.scoring import TextScorer
+    from rtaudit.engine.text.scoring import TextScorer
 
     other = "int8" if text_scorer.encoder.precision == "fp32" else "fp32"
     scorer = TextScorer(prefer_gpu=False, encoder_precision=other)
@@ -89,7 +89,7 @@ def test_the_text_scorer_version_differs_by_precision(text_scorer):
 
 @pytest.mark.parametrize("value", ["fp32", "int8"])
 def test_the_setting_selects_the_graph(monkeypatch, value):
-    from workers.settings import load_settings
+    from rtaudit.workers.settings import load_settings
 
     monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", value)
     assert load_settings().text_encoder_precision == value
@@ -108,7 +108,7 @@ def test_auto_is_the_cpu_default_on_cpu_and_fp32_on_cuda(monkeypatch):
 
 
 def test_an_unknown_precision_setting_is_refused(monkeypatch):
-    from workers.settings import SettingsError, load_settings
+    from rtaudit.workers.settings import SettingsError, load_settings
 
     monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", "int4")
     with pytest.raises(SettingsError, match="TEXT_ENCODER_PRECISION"):
@@ -118,7 +118,7 @@ def test_an_unknown_precision_setting_is_refused(monkeypatch):
 def test_build_encoder_command_builds_both_graphs_beside_each_other():
     from typer.testing import CliRunner
 
-    from workers.cli import app
+    from rtaudit.workers.cli import app
 
     result = CliRunner().invoke(app, ["text", "build-encoder"])
     assert result.exit_code == 0, result.output
@@ -132,8 +132,8 @@ def test_build_encoder_command_builds_both_graphs_beside_each_other():
 def test_the_text_worker_passes_its_settings_precision(monkeypatch, tmp_path):
     """The Settings object the worker (or ``rtaudit bench --config``) was given decides, not whatever
     file and environment the process would load by default (here: none, so ``auto``)."""
-    from workers.settings import Settings
-    from workers.text import stage_factory
+    from rtaudit.workers.settings import Settings
+    from rtaudit.workers.text import stage_factory
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_INVALID, TopicPartition
 
-from engine.batcher import Batcher, BatcherConfig
-from workers import metrics
-from workers.modality import LaneControl
+from rtaudit.engine.batcher import Batcher, BatcherConfig
+from rtaudit.workers import metrics
+from rtaudit.workers.modality import LaneControl
 
 HI, LO = "audit.text.hi", "audit.text.lo"
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from engine.media import MediaPolicy, check_uri, decode_image, fit_image, load_bytes, load_image_bgr
-from schemas.errors import MediaFetchFailed, MediaTooLarge, MediaUndecodable, URINotAllowed
-from schemas.messages import MediaItem
+from rtaudit.engine.media import MediaPolicy, check_uri, decode_image, fit_image, load_bytes, load_image_bgr
+from rtaudit.schemas.errors import MediaFetchFailed, MediaTooLarge, MediaUndecodable, URINotAllowed
+from rtaudit.schemas.messages import MediaItem
 
 from .builders import encoded_image, inline_media
 

@@ -10,12 +10,12 @@ import os
 import httpx
 import pytest
 
-import engine.media as media
-from engine.media import MediaPolicy, address_problem, check_uri, fetch_http, load_bytes, read_file
-from engine.routing import Router
-from engine.policy import PolicyBook, TenantPolicy
-from schemas.errors import MediaFetchFailed, MediaTooLarge, URINotAllowed
-from schemas.messages import AuditRequest, MediaItem
+import rtaudit.engine.media as media
+from rtaudit.engine.media import MediaPolicy, address_problem, check_uri, fetch_http, load_bytes, read_file
+from rtaudit.engine.routing import Router
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.schemas.errors import MediaFetchFailed, MediaTooLarge, URINotAllowed
+from rtaudit.schemas.messages import AuditRequest, MediaItem
 
 HOST = "media.example.com"
 PUBLIC = "93.184.216.34"

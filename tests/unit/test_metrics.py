@@ -1,6 +1,6 @@
 """Metric label helpers keep cardinality bounded."""
 
-from workers.metrics import SLO_MISSES, tenant_label
+from rtaudit.workers.metrics import SLO_MISSES, tenant_label
 
 
 def test_unknown_tenants_collapse_into_other():

@@ -11,11 +11,11 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 import pytest
 from PIL import Image
 
-from engine.batcher import Batcher, BatcherConfig
-from engine.models import StageOutput
-from schemas.messages import ModelRef
-from workers.modality import LaneControl, modality_app
-from workers.serving import LazyStage, warmup_task
+from rtaudit.engine.batcher import Batcher, BatcherConfig
+from rtaudit.engine.models import StageOutput
+from rtaudit.schemas.messages import ModelRef
+from rtaudit.workers.modality import LaneControl, modality_app
+from rtaudit.workers.serving import LazyStage, warmup_task
 
 
 class CountingStage:
@@ -68,7 +68,7 @@ async def test_the_model_is_warm_when_the_app_first_starts(tmp_path, monkeypatch
     """Faust awaits ``App.on_first_start`` before it starts the consumer and the agents."""
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path))
     monkeypatch.setenv("RTAUDIT_METRICS_PORT", "0")
-    monkeypatch.setattr("workers.modality.CONTROL_CATCH_UP_S", 0.1)  # no broker here: do not wait for audit.control
+    monkeypatch.setattr("rtaudit.workers.modality.CONTROL_CATCH_UP_S", 0.1)  # no broker here: do not wait for audit.control
     stage = CountingStage()
     app = modality_app("text", "text", lambda s: stage)
     assert stage.batches == 0  # nothing is loaded when the app is built (import time)

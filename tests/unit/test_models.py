@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.policy import DEFAULT_THRESHOLDS
-from engine.stage import process_batch
+from rtaudit.engine.policy import DEFAULT_THRESHOLDS
+from rtaudit.engine.stage import process_batch
 
 from .builders import CREATED_MS, inline_media, task
 
@@ -81,7 +81,7 @@ def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
 
     from PIL import Image
 
-    from schemas.messages import MediaItem, ModalityTask
+    from rtaudit.schemas.messages import MediaItem, ModalityTask
 
     buf = io.BytesIO()
     Image.new("RGB", (6000, 3000), "white").save(buf, format="PNG")
@@ -106,10 +106,10 @@ def test_text_stage_sees_through_evasions_and_points_at_what_was_written(text_st
 
 def test_worker_stages_get_the_configured_inference_threads(text_scorer):
     """The thread count from the settings reaches every onnxruntime session a worker builds."""
-    from engine.media import MediaPolicy
-    from engine.models.ocr import OCRStage
-    from workers.image import stage_factory as image_stage
-    from workers.settings import Settings
+    from rtaudit.engine.media import MediaPolicy
+    from rtaudit.engine.models.ocr import OCRStage
+    from rtaudit.workers.image import stage_factory as image_stage
+    from rtaudit.workers.settings import Settings
 
     image = image_stage(Settings(inference_threads=1, prefer_gpu=False))
     assert image._detector.onnx_session.get_session_options().intra_op_num_threads == 1

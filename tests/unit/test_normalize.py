@@ -1,4 +1,4 @@
-"""engine.text.normalize: evasions fold, benign text survives, offsets always point into the original."""
+"""rtaudit.engine.text.normalize: evasions fold, benign text survives, offsets always point into the original."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.text import NormalizedText, normalize
-from engine.text.benign import BENIGN
+from rtaudit.engine.text import NormalizedText, normalize
+from rtaudit.engine.text.benign import BENIGN
 
 
 @pytest.mark.parametrize(
@@ -180,7 +180,7 @@ def _code_points_the_folds_touch() -> list[str]:
     it acts on: a confusables key, a character NFKC changes, an invisible or blank, a letter-shaped
     emoji, a Latin letter with a removable diacritic, a combining mark, a cased letter, and the
     leet characters. About 9,400 code points."""
-    from engine.text.normalize import _BLANKS, _LEET_DIGITS, _emoji_letter, _is_invisible, _strip_diacritics, confusable_letters
+    from rtaudit.engine.text.normalize import _BLANKS, _LEET_DIGITS, _emoji_letter, _is_invisible, _strip_diacritics, confusable_letters
 
     folds = confusable_letters()
     touched = []

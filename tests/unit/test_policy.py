@@ -3,7 +3,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from engine.policy import DEFAULT_THRESHOLDS, PolicyBook, TenantPolicy, Threshold, stricter
+from rtaudit.engine.policy import DEFAULT_THRESHOLDS, PolicyBook, TenantPolicy, Threshold, stricter
 
 PROFANITY = DEFAULT_THRESHOLDS["profanity"]
 

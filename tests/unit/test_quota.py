@@ -10,16 +10,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.delay import HeldQueue
-from engine.fusion import Fusion
-from engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
-from engine.quota import QuotaLimit, TenantQuotas, TokenBucket
-from engine.routing import Router
-from schemas.messages import Manifest
-from topics.catalog import DLQ, SCORES
+from rtaudit.engine.delay import HeldQueue
+from rtaudit.engine.fusion import Fusion
+from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
+from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
+from rtaudit.engine.routing import Router
+from rtaudit.schemas.messages import Manifest
+from rtaudit.topics.catalog import DLQ, SCORES
 from tests.unit.builders import FakeMessage
-from workers.router import RouterLoop
-from workers.settings import load_settings
+from rtaudit.workers.router import RouterLoop
+from rtaudit.workers.settings import load_settings
 
 from .builders import audit_request
 

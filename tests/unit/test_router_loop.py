@@ -7,12 +7,12 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from engine.delay import HeldQueue
-from engine.quota import TenantQuotas
-from topics.catalog import DLQ, SCORES
+from rtaudit.engine.delay import HeldQueue
+from rtaudit.engine.quota import TenantQuotas
+from rtaudit.topics.catalog import DLQ, SCORES
 from tests.unit.builders import FakeMessage
-from workers.router import RouterLoop
-from workers.settings import load_settings
+from rtaudit.workers.router import RouterLoop
+from rtaudit.workers.settings import load_settings
 
 from .builders import audit_request
 
@@ -23,7 +23,7 @@ def loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     settings = load_settings()
     r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
     r.control = None  # no control topic: the policies given here stay
-    from engine.routing import Router
+    from rtaudit.engine.routing import Router
 
     r.router = Router(policies=settings.policies, media_policy=settings.media.policy())
     r.next_offset = {}

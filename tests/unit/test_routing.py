@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pytest
 
-from engine.media import MediaPolicy
-from engine.policy import PolicyBook, TenantPolicy
-from engine.routing import Router
-from schemas.errors import URINotAllowed
-from schemas.messages import MediaItem
+from rtaudit.engine.media import MediaPolicy
+from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.routing import Router
+from rtaudit.schemas.errors import URINotAllowed
+from rtaudit.schemas.messages import MediaItem
 
 from .builders import CREATED_MS, audit_request, inline_media
 

@@ -8,10 +8,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from schemas.codec import decode, decode_scores_record, encode, readable_fields, request_id_of_key
-from schemas.errors import ErrorCode, InvalidJSON, SchemaViolation
-from schemas.export import CONTRACTS, SCHEMA_DIR, render
-from schemas.messages import (
+from rtaudit.schemas.codec import decode, decode_scores_record, encode, readable_fields, request_id_of_key
+from rtaudit.schemas.errors import ErrorCode, InvalidJSON, SchemaViolation
+from rtaudit.schemas.export import CONTRACTS, SCHEMA_DIR, render
+from rtaudit.schemas.messages import (
     MAX_MEDIA_ITEMS,
     AuditRequest,
     DLQRecord,
@@ -31,7 +31,7 @@ def test_exported_json_schema_matches_model(name):
     path = SCHEMA_DIR / f"{name}.schema.json"
     assert path.is_file(), f"{path} is missing: run `rtaudit schemas export`"
     assert path.read_bytes() == render(CONTRACTS[name]), (
-        f"{path.name} has drifted from schemas.messages.{CONTRACTS[name].__name__}: run `rtaudit schemas export`"
+        f"{path.name} has drifted from rtaudit.schemas.messages.{CONTRACTS[name].__name__}: run `rtaudit schemas export`"
     )
 
 

@@ -1,13 +1,13 @@
-"""Separator tricks (engine.text.separators, issue 12.7): each rule with the evasion it undoes and a
+"""Separator tricks (rtaudit.engine.text.separators, issue 12.7): each rule with the evasion it undoes and a
 benign control it must leave alone; offsets still point at what the user wrote."""
 
 from __future__ import annotations
 
 import pytest
 
-from engine.text import normalize
-from engine.text.benign import BENIGN
-from engine.text.lexicon import common, offensive, word_cost
+from rtaudit.engine.text import normalize
+from rtaudit.engine.text.benign import BENIGN
+from rtaudit.engine.text.lexicon import common, offensive, word_cost
 
 #: (rule, what a user wrote, what the model must see)
 EVASIONS = [

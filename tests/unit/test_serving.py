@@ -6,15 +6,15 @@ from __future__ import annotations
 
 import time
 
-from engine.clock import now_ms
-from engine.control import ControlState, encode
-from engine.models import StageOutput
-from engine.models.null import NullStage
-from engine.rollout import in_canary
-from schemas.control import BundleRef, CanaryTriggers, ControlMessage, ModelPayload, RolloutPayload
-from schemas.messages import ModelRef
+from rtaudit.engine.clock import now_ms
+from rtaudit.engine.control import ControlState, encode
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.models.null import NullStage
+from rtaudit.engine.rollout import in_canary
+from rtaudit.schemas.control import BundleRef, CanaryTriggers, ControlMessage, ModelPayload, RolloutPayload
+from rtaudit.schemas.messages import ModelRef
 from tests.unit.builders import task
-from workers.serving import ServingSet
+from rtaudit.workers.serving import ServingSet
 
 
 def ref(version: str) -> BundleRef:

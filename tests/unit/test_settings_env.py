@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from pydantic import BaseModel
 
-from workers.settings import Settings, SettingsError, check_environment, load_settings
+from rtaudit.workers.settings import Settings, SettingsError, check_environment, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 TOML = REPO / "rtaudit.toml"

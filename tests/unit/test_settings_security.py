@@ -13,10 +13,10 @@ import pytest
 from faust.auth import OAuthCredentials, SASLCredentials, SSLCredentials
 from faust.transport.drivers.aiokafka import credentials_to_aiokafka_auth
 
-from workers.app import faust_options
-from workers.kafka import consumer_config, producer_config
-from workers.security import OIDCTokenProvider, SecuritySettings, librdkafka_config
-from workers.settings import Settings, SettingsError, load_settings
+from rtaudit.workers.app import faust_options
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.security import OIDCTokenProvider, SecuritySettings, librdkafka_config
+from rtaudit.workers.settings import Settings, SettingsError, load_settings
 
 SECRET = "s3cr3t-Pa55"
 

@@ -2,10 +2,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.models import StageOutput
-from engine.stage import process_batch
-from schemas.errors import MediaUndecodable, URINotAllowed
-from schemas.messages import Evidence, ModelRef
+from rtaudit.engine.models import StageOutput
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.errors import MediaUndecodable, URINotAllowed
+from rtaudit.schemas.messages import Evidence, ModelRef
 
 from .builders import CREATED_MS, task
 

@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from workers.fleet import Fleet, describe_exit
-from workers.settings import Settings
-from workers.supervision import RestartPolicy
+from rtaudit.workers.fleet import Fleet, describe_exit
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.supervision import RestartPolicy
 
 
 def test_backoff_doubles_from_the_base_up_to_the_cap() -> None:

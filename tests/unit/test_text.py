@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from engine.text import data as D
-from engine.text.heads import ARTIFACTS, ZH_FEATURES, load_manifest, sha256_file, zh_vectorizer
-from engine.text.scoring import han_share
+from rtaudit.engine.text import data as D
+from rtaudit.engine.text.heads import ARTIFACTS, ZH_FEATURES, load_manifest, sha256_file, zh_vectorizer
+from rtaudit.engine.text.scoring import han_share
 
 EN_CATEGORIES = {"offensive", "hate", "targeted_insult"}
 
@@ -30,7 +30,7 @@ def test_training_data_is_the_data_the_manifest_names(data_dir):
 
 
 def test_encoder_source_weights_match_the_manifest():
-    from engine.text.encoder import source_sha256
+    from rtaudit.engine.text.encoder import source_sha256
 
     assert load_manifest()["source_model"]["model.safetensors_sha256"] == source_sha256()
 
@@ -53,7 +53,7 @@ def test_zh_hash_index_is_the_vectorizers():
 
 
 def test_han_share_and_route():
-    from engine.text.scoring import route
+    from rtaudit.engine.text.scoring import route
 
     assert han_share("今天天气很好") == 1.0
     assert han_share("hello 世界") == pytest.approx(2 / 7)
@@ -62,7 +62,7 @@ def test_han_share_and_route():
 
 
 def test_onnx_encoder_matches_torch(text_scorer):
-    from engine.text.encoder import TorchEncoder
+    from rtaudit.engine.text.encoder import TorchEncoder
 
     texts = ["have a nice day", "you are such an idiot, seriously"]
     ref = TorchEncoder(device="cpu").encode(texts)
@@ -128,8 +128,8 @@ QUALITY_FLOORS = {"davidson": 0.59, "olid": 0.50, "hatexplain": 0.63, "cold": 0.
 
 @pytest.mark.parametrize("dataset", sorted(QUALITY_FLOORS))
 def test_quality_floor_on_a_dev_sample(text_scorer, data_dir, dataset):
-    from engine.text.evaluation import sample, score_matrix
-    from engine.text.metrics import prf
+    from rtaudit.engine.text.evaluation import sample, score_matrix
+    from rtaudit.engine.text.metrics import prf
 
     rows = sample(D.load(dataset, data_dir, "dev"), 120)
     scores = score_matrix(text_scorer, [r.text for r in rows])
@@ -139,7 +139,7 @@ def test_quality_floor_on_a_dev_sample(text_scorer, data_dir, dataset):
 
 
 def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
-    from engine.text.train import balanced_weights
+    from rtaudit.engine.text.train import balanced_weights
 
     y = np.array([1] * 77 + [0] * 23 + [1] * 10 + [0] * 20)
     groups = np.array(["davidson"] * 100 + ["olid"] * 30)

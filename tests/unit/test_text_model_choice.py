@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from engine.models.null import NULL_SCORES, NullStage
-from engine.stage import process_batch
+from rtaudit.engine.models.null import NULL_SCORES, NullStage
+from rtaudit.engine.stage import process_batch
 from tests.unit.builders import task
-from workers.settings import Settings, SettingsError, load_settings
+from rtaudit.workers.settings import Settings, SettingsError, load_settings
 
 
 def test_the_null_stage_answers_every_item_with_fixed_scores() -> None:
@@ -19,7 +19,7 @@ def test_the_null_stage_answers_every_item_with_fixed_scores() -> None:
 
 
 def test_the_lexical_stage_reports_offensive_with_spans() -> None:
-    from engine.models.lexical import LexicalTextStage
+    from rtaudit.engine.models.lexical import LexicalTextStage
 
     (clean, rude) = LexicalTextStage().infer(["have a lovely day", "you are a fucking idiot"])
     assert set(clean.scores) == {"offensive"} and clean.scores["offensive"] < 0.5
@@ -29,7 +29,7 @@ def test_the_lexical_stage_reports_offensive_with_spans() -> None:
 
 @pytest.mark.parametrize(("name", "cls"), [("null", "NullStage"), ("lexical", "LexicalTextStage")])
 def test_the_text_worker_builds_the_model_the_setting_names(name: str, cls: str) -> None:
-    from workers.text import stage_factory
+    from rtaudit.workers.text import stage_factory
 
     stage = stage_factory(Settings(text_model=name))
     assert type(stage).__name__ == cls and stage.stage == "text"

@@ -1,4 +1,4 @@
-"""engine.text.windows and whole-document scoring: every piece read, cost bounded, padding no longer hides abuse."""
+"""rtaudit.engine.text.windows and whole-document scoring: every piece read, cost bounded, padding no longer hides abuse."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from engine.text.windows import (
+from rtaudit.engine.text.windows import (
     MAX_COST_RATIO,
     OVERLAP_TOKENS,
     SNAP_TOKENS,

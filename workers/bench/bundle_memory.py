@@ -1,13 +1,13 @@
 """Resident memory across model swaps: does a process that swaps bundles N times keep its size?
 
-``python -m workers.bench.bundle_memory --swaps 20 --stage text`` packages ``swaps + 1`` bundles of
+``python -m rtaudit.workers.bench.bundle_memory --swaps 20 --stage text`` packages ``swaps + 1`` bundles of
 the stage (the installed artifacts, one version each: ``m0``, ``m1``, ...; the first records the
-golden set, the others reuse it), makes ``m0`` ready (:func:`engine.bundle_stage.ready_stage`:
+golden set, the others reuse it), makes ``m0`` ready (:func:`rtaudit.engine.bundle_stage.ready_stage`:
 verify, load, golden check, warm-up of every batch-size bucket), then swaps ``swaps`` times the way
 a worker does: make the next version ready, drop the old stage, ``gc.collect()``. After each swap it
 prints the resident set (``/proc/self/statm``; ``RssAnon`` from ``/proc/self/status``: the heap,
 where onnxruntime's arenas live) and, at the end, the ratio after the last swap vs after swap 2
-(issue 9: within 5 %). ``--trim`` calls :func:`engine.bundle_stage.reclaim_memory` instead of
+(issue 9: within 5 %). ``--trim`` calls :func:`rtaudit.engine.bundle_stage.reclaim_memory` instead of
 ``gc.collect()`` alone: it also hands the allocator's free pages back (glibc ``malloc_trim(0)``),
 which tells memory the allocator keeps from memory still referenced. ``--runtime null`` measures
 the harness itself. Not a test: it prints the series.
@@ -41,8 +41,8 @@ def rss_mib() -> tuple[float, float]:
 
 def make_bundles(stage: str, n: int, root: Path, runtime: str | None, settings: object) -> list[Path]:
     """``n`` bundles of ``stage`` under ``root``, versions ``m0..m{n-1}`` (same files, own identity each)."""
-    from engine.bundle import package, verify
-    from engine.bundle_stage import package_stage
+    from rtaudit.engine.bundle import package, verify
+    from rtaudit.engine.bundle_stage import package_stage
 
     first = package_stage(stage, "m0", root / "m0", runtime=runtime, settings=settings)
     m = verify(first)
@@ -57,8 +57,8 @@ def make_bundles(stage: str, n: int, root: Path, runtime: str | None, settings: 
 def run(stage: str, swaps: int, runtime: str | None = None, trim: bool = False,
         batch_sizes: tuple[int, ...] | None = None, config: str | None = None) -> list[dict[str, float | str | int]]:
     """The series: one row per state (swap 0 = the first version ready), see the module docstring."""
-    from engine.bundle_stage import StageOptions, ready_stage, reclaim_memory
-    from workers.settings import load_settings
+    from rtaudit.engine.bundle_stage import StageOptions, ready_stage, reclaim_memory
+    from rtaudit.workers.settings import load_settings
 
     settings = StageOptions.of(load_settings(config))
     rows: list[dict[str, float | str | int]] = []

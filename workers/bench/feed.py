@@ -1,4 +1,4 @@
-"""What the overhead bench (:mod:`workers.bench.overhead`) sends and reads: the input
+"""What the overhead bench (:mod:`rtaudit.workers.bench.overhead`) sends and reads: the input
 records of each target, an output reader that only looks at record keys, and the raw
 confluent-kafka client rates on the same records (the physical limit).
 
@@ -28,13 +28,13 @@ from dataclasses import dataclass
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from engine.models.null import NULL_SCORES
-from schemas.codec import encode
-from schemas.messages import AuditRequest, Manifest, ModalityTask, ModelRef, PartialScore, Timings
-from topics.catalog import LANES, REQUESTS, SCORES, VERDICTS, lane_topic
-from workers.bench.inputs import TENANT
-from workers.kafka import consumer_config
-from workers.settings import Settings
+from rtaudit.engine.models.null import NULL_SCORES
+from rtaudit.schemas.codec import encode
+from rtaudit.schemas.messages import AuditRequest, Manifest, ModalityTask, ModelRef, PartialScore, Timings
+from rtaudit.topics.catalog import LANES, REQUESTS, SCORES, VERDICTS, lane_topic
+from rtaudit.workers.bench.inputs import TENANT
+from rtaudit.workers.kafka import consumer_config
+from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 TARGETS = ("router", "text", "fusion", "fleet")

@@ -4,7 +4,7 @@
   packages (never ``shared/data``); :func:`task_value` / :func:`request_value` build a
   record's bytes at its due time (open-loop load: created = due).
 * :func:`measure_limit`: the worker's own model stage run through
-  :func:`engine.stage.process_batch` on in-memory batches of 1, 2, 4… (the "limit"
+  :func:`rtaudit.engine.stage.process_batch` on in-memory batches of 1, 2, 4… (the "limit"
   every worker knee is compared against), as :class:`Limit` (items/s per batch size).
 """
 
@@ -15,12 +15,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from engine.models import ModelStage
-from engine.routing import DEFAULT_STAGES
-from engine.stage import process_batch
-from schemas.codec import encode
-from schemas.messages import AuditRequest, MediaItem, ModalityTask
-from workers.demo import PHOTOS, RENDERED, demo_texts, render_text_image, skimage_file
+from rtaudit.engine.models import ModelStage
+from rtaudit.engine.routing import DEFAULT_STAGES
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.codec import encode
+from rtaudit.schemas.messages import AuditRequest, MediaItem, ModalityTask
+from rtaudit.workers.demo import PHOTOS, RENDERED, demo_texts, render_text_image, skimage_file
 
 #: tenant id of every bench record.
 TENANT = "bench"

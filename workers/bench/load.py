@@ -20,15 +20,15 @@ from typing import Literal
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, Producer, TopicPartition
 
-from engine.models import ModelStage
-from engine.stage import process_batch
-from schemas.codec import decode, decode_scores_record, encode
-from schemas.errors import AuditError
-from schemas.messages import ModalityTask, PartialScore, Verdict
-from topics.catalog import SCORES, VERDICTS
-from workers.bench.stats import Sample
-from workers.kafka import consumer_config, producer_config
-from workers.settings import Settings
+from rtaudit.engine.models import ModelStage
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.codec import decode, decode_scores_record, encode
+from rtaudit.schemas.errors import AuditError
+from rtaudit.schemas.messages import ModalityTask, PartialScore, Verdict
+from rtaudit.topics.catalog import SCORES, VERDICTS
+from rtaudit.workers.bench.stats import Sample
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 Measure = Literal["partial", "verdict"]
@@ -37,7 +37,7 @@ Measure = Literal["partial", "verdict"]
 def load_stage(role: str, settings: Settings) -> ModelStage:
     """The model stage a worker role serves, built by that worker's own ``stage_factory``
     (``workers/<role>.py``), so the bench measures whatever model the worker runs."""
-    module = importlib.import_module(f"workers.{role}")
+    module = importlib.import_module(f"rtaudit.workers.{role}")
     return module.stage_factory(settings)
 
 
@@ -215,7 +215,7 @@ def naive_consume(settings: Settings, role: str, topic: str, stop: threading.Eve
     one record at a time — poll, decode, run the model stage on that one item, produce
     its partial, flush the producer, commit that record's offset synchronously.
 
-    Uses the same stage factory and :func:`engine.stage.process_batch` as the worker,
+    Uses the same stage factory and :func:`rtaudit.engine.stage.process_batch` as the worker,
     so only the batching and the commit policy differ; its own consumer group, on
     ``topic``. Undecodable records are skipped (and committed): a reference, not a worker.
     Runs until ``stop`` is set.
@@ -245,14 +245,14 @@ def naive_consume(settings: Settings, role: str, topic: str, stop: threading.Eve
 
 def naive_command(role: str, topic: str) -> list[str]:
     """The command line of a naive consumer process (settings come from its environment)."""
-    return [sys.executable, "-m", "workers.bench.load", role, topic]
+    return [sys.executable, "-m", "rtaudit.workers.bench.load", role, topic]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m workers.bench.load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
+    """``python -m rtaudit.workers.bench.load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
     import argparse
 
-    from workers.settings import load_settings
+    from rtaudit.workers.settings import load_settings
 
     parser = argparse.ArgumentParser(description="rtaudit bench's naive one-message-at-a-time consumer")
     parser.add_argument("role", choices=("text", "image", "ocr"))

@@ -1,6 +1,6 @@
 """``rtaudit bench --model null|lexical|minilm``: the fleet's own cost, per role and end to end.
 
-With the null model (:class:`engine.models.null.NullStage`: fixed scores in O(1)) what
+With the null model (:class:`rtaudit.engine.models.null.NullStage`: fixed scores in O(1)) what
 is left is the path around the model — intake, decode, batching, encode, produce,
 commit — the bound of the fleet on a GPU (issue 11). For each target (``router``,
 ``text``, ``fusion``, each one worker process, and the ``fleet``: router → text →
@@ -12,7 +12,7 @@ fusion, one process each), on a private embedded broker on a free loopback port:
    limit of this broker, client and machine.
 2. **saturation** — the worker process(es) started (``Fleet.spawn``) and proven ready
    by a probe record; then all ``records`` requests produced at once to the target's
-   input topic (:mod:`workers.bench.feed` lists the topics), timed from the first
+   input topic (:mod:`rtaudit.workers.bench.feed` lists the topics), timed from the first
    produce until the output topics hold every output (read by key with a raw
    confluent-kafka consumer: nothing decoded). Rate = requests done / that time; CPU
    seconds of each process (``/proc/<pid>/stat``, sampled every 0.25 s) from the first
@@ -23,7 +23,7 @@ fusion, one process each), on a private embedded broker on a free loopback port:
    its own. The difference is what the worker's hop adds.
 
 The bench talks only to topics, so it measures whatever the workers are (Faust
-agents or batched confluent-kafka loops). Results: :func:`workers.bench.report.overhead_table`
+agents or batched confluent-kafka loops). Results: :func:`rtaudit.workers.bench.report.overhead_table`
 and ``overhead.json``.
 """
 
@@ -41,17 +41,17 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from workers.bench.feed import (
+from rtaudit.workers.bench.feed import (
     ROLES, TARGETS, OutputReader, RawRates, output_labels, produce_all, raw_rates, records,
 )
-from workers.bench.load import Send, send_open_loop
-from workers.bench.rig import free_port, process_cpu_seconds
-from workers.bench.runner import host_info
-from workers.bench.stats import schedule
-from workers.demo import demo_texts, percentile
-from workers.fleet import Fleet
-from workers.kafka import producer_config
-from workers.settings import Settings
+from rtaudit.workers.bench.load import Send, send_open_loop
+from rtaudit.workers.bench.rig import free_port, process_cpu_seconds
+from rtaudit.workers.bench.runner import host_info
+from rtaudit.workers.bench.stats import schedule
+from rtaudit.workers.demo import demo_texts, percentile
+from rtaudit.workers.fleet import Fleet
+from rtaudit.workers.kafka import producer_config
+from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 MODELS = ("null", "lexical", "minilm")

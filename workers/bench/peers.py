@@ -1,8 +1,8 @@
 """The bench's peers: what a Faust user and a Ray Serve user would write instead of the worker,
-around the same model stage, as thin adapters (``python -m workers.bench.peers KIND ROLE TOPIC``).
+around the same model stage, as thin adapters (``python -m rtaudit.workers.bench.peers KIND ROLE TOPIC``).
 
-Both read :class:`~schemas.messages.ModalityTask` records from ``TOPIC`` (their own topic on the
-bench's private broker, their own consumer group), run :func:`engine.stage.process_batch` on the
+Both read :class:`~rtaudit.schemas.messages.ModalityTask` records from ``TOPIC`` (their own topic on the
+bench's private broker, their own consumer group), run :func:`rtaudit.engine.stage.process_batch` on the
 stage the worker serves (``workers/<role>.py``'s ``stage_factory``, with the bench's inference
 thread count in ``RTAUDIT_INFERENCE_THREADS``) and produce one partial per task to
 ``audit.scores``. Batch limits are the worker's own: its profile's ``max_size`` for the stage
@@ -11,7 +11,7 @@ and its base ``window_ms`` (:func:`batch_limits`).
 * ``faust`` — a Faust agent with ``stream.take(max_size, within=window)`` that runs each chunk
   in one inference thread, sends the partials and lets Faust acknowledge the chunk's events
   (Faust commits acked offsets every 0.5 s, after flushing its producer). The app comes from
-  :func:`workers.app.make_app`: the local client profile the project measured on tansu
+  :func:`rtaudit.workers.app.make_app`: the local client profile the project measured on tansu
   (``tansu://`` transport with a 100 ms fetch wait, 2 s session, 1 MB producer batches with a
   5 ms linger; BROKER_NOTES).
 * ``ray`` — Ray Serve (an optional extra: ``pip install -e ".[bench-peers]"``): one replica of
@@ -41,14 +41,14 @@ from typing import Any
 
 from confluent_kafka import Consumer, Message, Producer, TopicPartition
 
-from engine.stage import process_batch
-from schemas.codec import decode, encode
-from schemas.errors import AuditError
-from schemas.messages import ModalityTask
-from topics.catalog import SCORES
-from workers.bench.load import load_stage
-from workers.kafka import consumer_config, producer_config
-from workers.settings import Settings, usable_cores
+from rtaudit.engine.stage import process_batch
+from rtaudit.schemas.codec import decode, encode
+from rtaudit.schemas.errors import AuditError
+from rtaudit.schemas.messages import ModalityTask
+from rtaudit.topics.catalog import SCORES
+from rtaudit.workers.bench.load import load_stage
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings, usable_cores
 
 log = logging.getLogger(__name__)
 PEERS = ("faust", "ray")
@@ -83,7 +83,7 @@ def peer_missing(kind: str) -> str | None:
 
 def peer_command(kind: str, role: str, topic: str) -> list[str]:
     """The command line of a peer process (settings come from its environment)."""
-    return [sys.executable, "-m", "workers.bench.peers", kind, role, topic]
+    return [sys.executable, "-m", "rtaudit.workers.bench.peers", kind, role, topic]
 
 
 def _tasks(values: Sequence[bytes | None]) -> list[ModalityTask]:
@@ -103,8 +103,8 @@ def _tasks(values: Sequence[bytes | None]) -> list[ModalityTask]:
 def faust_peer(settings: Settings, role: str, topic: str) -> Any:
     """The Faust peer's app: an agent on ``topic`` batching with ``stream.take``. The stage is
     loaded and warmed here, before the app starts."""
-    from workers.app import make_app
-    from workers.serving import warmup_task
+    from rtaudit.workers.app import make_app
+    from rtaudit.workers.serving import warmup_task
 
     stage = load_stage(role, settings)
     process_batch(stage, [warmup_task(_modality(role))])
@@ -131,7 +131,7 @@ def faust_peer(settings: Settings, role: str, topic: str) -> Any:
 
 
 def _modality(role: str) -> str:
-    from workers.bench.inputs import modality_of
+    from rtaudit.workers.bench.inputs import modality_of
 
     return modality_of(role)
 
@@ -158,7 +158,7 @@ def ray_deployment(settings: Settings, role: str) -> Any:
     @serve.deployment(num_replicas=1, max_ongoing_requests=2 * max_size, ray_actor_options={"num_cpus": 1})
     class Scorer:
         def __init__(self) -> None:
-            from workers.serving import warmup_task
+            from rtaudit.workers.serving import warmup_task
 
             self.stage = load_stage(role, settings)
             process_batch(self.stage, [warmup_task(_modality(role))])
@@ -265,10 +265,10 @@ def run_ray(settings: Settings, role: str, topic: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m workers.bench.peers KIND ROLE TOPIC``: run one peer until SIGTERM/SIGINT."""
+    """``python -m rtaudit.workers.bench.peers KIND ROLE TOPIC``: run one peer until SIGTERM/SIGINT."""
     import argparse
 
-    from workers.settings import load_settings
+    from rtaudit.workers.settings import load_settings
 
     parser = argparse.ArgumentParser(description="rtaudit bench's peers: Faust take() batching, Ray Serve @serve.batch")
     parser.add_argument("kind", choices=PEERS)

@@ -1,7 +1,7 @@
 """The bench's rig: a private embedded broker on a free loopback port with the topic
-catalogue, the worker processes, the naive consumer and the peers (:mod:`workers.bench.peers`)
+catalogue, the worker processes, the naive consumer and the peers (:mod:`rtaudit.workers.bench.peers`)
 it starts, and one open-loop step of load through it (``run_step``). Used by
-:mod:`workers.bench.runner`."""
+:mod:`rtaudit.workers.bench.runner`."""
 
 from __future__ import annotations
 
@@ -18,15 +18,15 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from schemas.messages import MediaItem
-from topics.catalog import lane_topic
-from workers.bench.inputs import Corpus, modality_of, task_value
-from workers.bench.load import ArrivalReader, Measure, Send, naive_command, send_open_loop
-from workers.bench.stats import StepResult, cpu_delta, cpu_percent, schedule, step_count, summarize_step
-from workers.children import popen_options, stop_group
-from workers.fleet import Fleet
-from workers.kafka import producer_config
-from workers.settings import Settings
+from rtaudit.schemas.messages import MediaItem
+from rtaudit.topics.catalog import lane_topic
+from rtaudit.workers.bench.inputs import Corpus, modality_of, task_value
+from rtaudit.workers.bench.load import ArrivalReader, Measure, Send, naive_command, send_open_loop
+from rtaudit.workers.bench.stats import StepResult, cpu_delta, cpu_percent, schedule, step_count, summarize_step
+from rtaudit.workers.children import popen_options, stop_group
+from rtaudit.workers.fleet import Fleet
+from rtaudit.workers.kafka import producer_config
+from rtaudit.workers.settings import Settings
 
 
 def free_port() -> int:

@@ -4,9 +4,9 @@ with the two references the issue compares against, all in one run.
 For each target (a stage's worker alone, its naive consumer, the mixed fleet):
 
 1. **limit** — the worker's own model stage (``workers/<role>.py``'s ``stage_factory``)
-   runs :func:`engine.stage.process_batch` on in-memory batches of 1, 2, 4… up to
+   runs :func:`rtaudit.engine.stage.process_batch` on in-memory batches of 1, 2, 4… up to
    the stage's max batch size, no Kafka: items/s per size; the best is the limit.
-2. **naive** — the one-at-a-time consumer (:func:`workers.bench.load.naive_consume`)
+2. **naive** — the one-at-a-time consumer (:func:`rtaudit.workers.bench.load.naive_consume`)
    on its own topic, alone, steps relative to the batch-of-1 rate; then stopped.
 3. **worker** — on the same private embedded broker on loopback, only the stage's worker
    process (fresh consumer groups, since the broker is new), tasks published
@@ -15,14 +15,14 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
    achieved throughput, P50/P95/P99 from the due time, SLO misses and batch sizes.
    Then a step at 70 % of the knee, and the high lane at a small rate while the
    low lane is offered 1.25 × the most the worker ever served (saturated).
-   With ``peers``, before the worker: each peer (:mod:`workers.bench.peers`: Faust's
+   With ``peers``, before the worker: each peer (:mod:`rtaudit.workers.bench.peers`: Faust's
    ``stream.take()`` batching, Ray Serve's ``@serve.batch``) on its own topic of the same
-   broker, alone, the worker's steps and its own 70 % step (:mod:`workers.bench.versus`).
+   broker, alone, the worker's steps and its own 70 % step (:mod:`rtaudit.workers.bench.versus`).
 4. **mixed** — the whole fleet, requests (text, a share with an image) to
    ``audit.requests``, latency to the verdict on ``audit.verdicts``.
 5. **profiles** — the text stage's steps again for each named batching profile.
 
-Results: rich tables (:mod:`workers.bench.report`), ``bench.json`` and ``bench.png``.
+Results: rich tables (:mod:`rtaudit.workers.bench.report`), ``bench.json`` and ``bench.png``.
 """
 
 from __future__ import annotations
@@ -34,12 +34,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from topics.catalog import REQUESTS, lane_topic
-from workers.bench.load import load_stage
-from workers.bench.inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
-from workers.bench.rig import Rig, Stream, run_step
-from workers.bench.stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
-from workers.settings import PROFILES, Settings, usable_cores
+from rtaudit.topics.catalog import REQUESTS, lane_topic
+from rtaudit.workers.bench.load import load_stage
+from rtaudit.workers.bench.inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
+from rtaudit.workers.bench.rig import Rig, Stream, run_step
+from rtaudit.workers.bench.stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
+from rtaudit.workers.settings import PROFILES, Settings, usable_cores
 
 log = logging.getLogger(__name__)
 STAGES = ("text", "image", "ocr")
@@ -86,7 +86,7 @@ class BenchOptions:
     plans: dict[str, StagePlan] = field(default_factory=dict)
     #: seconds of the limit measurement per batch size (default: 1-3 s by stage, half with ``quick``).
     limit_s: float | None = None
-    #: peers stepped like the worker, in the same run (``faust``, ``ray``: :mod:`workers.bench.peers`).
+    #: peers stepped like the worker, in the same run (``faust``, ``ray``: :mod:`rtaudit.workers.bench.peers`).
     peers: tuple[str, ...] = ()
 
     def plan(self, target: str) -> StagePlan:
@@ -180,7 +180,7 @@ def run_series(
 
 @dataclass
 class PeerSeries:
-    """One peer's stepped series on a stage (:mod:`workers.bench.versus`). ``note`` says why
+    """One peer's stepped series on a stage (:mod:`rtaudit.workers.bench.versus`). ``note`` says why
     it was skipped or failed (empty when measured); ``start_s`` is the seconds from its
     start until it answered a probe."""
 
@@ -385,7 +385,7 @@ class Bench:
                 rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
                 rig.stop_naive()
             if self.opts.peers:
-                from workers.bench.versus import run_peer
+                from rtaudit.workers.bench.versus import run_peer
 
                 for n, kind in enumerate(self.opts.peers):
                     res.peers.append(PeerSeries(kind))
@@ -469,5 +469,5 @@ def _relabel(step: StepResult, target: str) -> StepResult:
 
 
 def available_profiles() -> tuple[str, ...]:
-    """The named batching profiles (``workers.settings.PROFILES``)."""
+    """The named batching profiles (``rtaudit.workers.settings.PROFILES``)."""
     return tuple(PROFILES)

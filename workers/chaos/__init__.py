@@ -2,7 +2,7 @@
 
 The harness (issue 10.4), on a private embedded broker on a free loopback port:
 
-1. starts a supervised :class:`workers.fleet.Fleet` with every role (router, text, image,
+1. starts a supervised :class:`rtaudit.workers.fleet.Fleet` with every role (router, text, image,
    OCR, fusion), ready once a probe request gets a complete verdict;
 2. sends open-loop mixed load for ``duration_s``: text requests, text + a small drawn
    image (image and OCR stages), and a few images of rendered words (OCR reads them),
@@ -13,7 +13,7 @@ The harness (issue 10.4), on a private embedded broker on a free loopback port:
    request before the next one is stopped). The supervisor restarts every one of them;
 4. stops the load, waits until every request has a verdict or the last deadline + the
    fusion grace (+ a margin) has passed, reads ``audit.verdicts`` whole twice: with a raw
-   consumer (every record counts) and through the client (:func:`workers.client.verdict_reader`,
+   consumer (every record counts) and through the client (:func:`rtaudit.workers.client.verdict_reader`,
    which drops repeated request ids), and tallies (:func:`tally`).
 
 Latency is end to end, from the request's ``created_at_ms`` to the verdict's arrival at a
@@ -23,10 +23,10 @@ reader that runs for the whole load (through the client). The pure parts (the fa
 
 from __future__ import annotations
 
-from workers.chaos.plan import ANSWERED, Fault, KINDS, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, TENANT, plan_faults
-from workers.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, p99, recovery_s, result_rows, tally
-from workers.chaos.load import OCR_PHRASES, RequestMaker, _png, drawn_images, rendered_images
-from workers.chaos.run import Chaos, ChaosOptions, ChaosRun, FaultDone, fault_line, free_port, write_json
+from rtaudit.workers.chaos.plan import ANSWERED, Fault, KINDS, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, TENANT, plan_faults
+from rtaudit.workers.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, p99, recovery_s, result_rows, tally
+from rtaudit.workers.chaos.load import OCR_PHRASES, RequestMaker, _png, drawn_images, rendered_images
+from rtaudit.workers.chaos.run import Chaos, ChaosOptions, ChaosRun, FaultDone, fault_line, free_port, write_json
 
 __all__ = [
     "ANSWERED",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import random
-from workers.chaos.plan import TENANT
-from workers.chaos.tally import Sent
+from rtaudit.workers.chaos.plan import TENANT
+from rtaudit.workers.chaos.tally import Sent
 
 
 def _png(img: object) -> str:
@@ -56,7 +56,7 @@ class RequestMaker:
     text), texts from the demo corpus, images from :func:`drawn_images` / :func:`rendered_images`."""
 
     def __init__(self, run: str, seed: int, slo_ms: int, image_share: float, ocr_share: float) -> None:
-        from workers.demo import demo_texts
+        from rtaudit.workers.demo import demo_texts
 
         self.run, self.slo_ms = run, slo_ms
         self.image_share, self.ocr_share = image_share, ocr_share
@@ -69,7 +69,7 @@ class RequestMaker:
         return "ocr" if x < self.ocr_share else "image" if x < self.ocr_share + self.image_share else "text"
 
     def make(self, i: int, created_ms: int):  # type: ignore[no-untyped-def]
-        from schemas.messages import AuditRequest, MediaItem
+        from rtaudit.schemas.messages import AuditRequest, MediaItem
 
         kind = self.kind()
         rid = f"{self.run}-{i:06d}-{kind}"

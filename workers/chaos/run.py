@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from workers.chaos.plan import Fault, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, plan_faults
-from workers.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, tally
-from workers.chaos.load import RequestMaker
+from rtaudit.workers.chaos.plan import Fault, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, plan_faults
+from rtaudit.workers.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, tally
+from rtaudit.workers.chaos.load import RequestMaker
 
 
 @dataclass(frozen=True)
@@ -111,8 +111,8 @@ class Chaos:
                 self.progress.record(verdict.request_id, dict(verdict.parts), arrived, self.sent.get(verdict.request_id))
 
     def _load(self, client, maker: RequestMaker, t0: float) -> None:  # type: ignore[no-untyped-def]
-        from engine.clock import now_ms
-        from schemas.codec import encode
+        from rtaudit.engine.clock import now_ms
+        from rtaudit.schemas.codec import encode
 
         try:
             i = 0
@@ -144,8 +144,8 @@ class Chaos:
             time.sleep(0.1)
 
     def _send(self, fleet, fault: Fault) -> FaultDone:  # type: ignore[no-untyped-def]
-        from engine.clock import now_ms
-        from workers.children import signal_group
+        from rtaudit.engine.clock import now_ms
+        from rtaudit.workers.children import signal_group
 
         proc = self._alive_proc(fleet, fault.role, 10.0)
         if proc is None:
@@ -160,7 +160,7 @@ class Chaos:
         """Wait until the role's current process answers (a rolling restart never stops a process
         still starting), SIGTERM it, wait for the supervisor's new process, then until it answered
         a request sent after it started."""
-        from engine.clock import now_ms
+        from rtaudit.engine.clock import now_ms
 
         slot = self._slot(fleet, fault.role)
         if slot is not None:
@@ -206,10 +206,10 @@ class Chaos:
         """Every verdict record of this run on ``audit.verdicts``, read whole with a raw consumer."""
         from confluent_kafka import Consumer, KafkaError, TopicPartition
 
-        from schemas.codec import decode
-        from schemas.messages import Verdict
-        from topics.catalog import VERDICTS
-        from workers.kafka import consumer_config
+        from rtaudit.schemas.codec import decode
+        from rtaudit.schemas.messages import Verdict
+        from rtaudit.topics.catalog import VERDICTS
+        from rtaudit.workers.kafka import consumer_config
 
         consumer = Consumer(consumer_config(self.settings, f"chaos-raw-{uuid.uuid4().hex[:8]}", **{"enable.partition.eof": True}))
         out: list[RawVerdict] = []
@@ -239,7 +239,7 @@ class Chaos:
 
     def read_client(self) -> tuple[dict[str, int], int]:
         """``audit.verdicts`` read whole through the client (dropping repeats): yields per id, repeats dropped."""
-        from workers.client import verdict_reader
+        from rtaudit.workers.client import verdict_reader
 
         yields: Counter[str] = Counter()
         with verdict_reader(self.settings) as reader:
@@ -256,8 +256,8 @@ class Chaos:
 
     # -- the whole run ---------------------------------------------------------------
     def run(self) -> ChaosRun:
-        from workers.client import AuditClient, verdict_reader
-        from workers.fleet import Fleet
+        from rtaudit.workers.client import AuditClient, verdict_reader
+        from rtaudit.workers.fleet import Fleet
 
         o = self.opts
         started = time.monotonic()

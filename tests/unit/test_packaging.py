@@ -1,0 +1,42 @@
+"""The installed namespace: the top-level folders install as ``rtaudit.<folder>`` (issue 13), every
+package is listed, and no code reaches them by their bare names (which would import a second
+copy of a module: two sets of classes, and Prometheus' duplicate-metric error for workers.metrics)."""
+
+from __future__ import annotations
+
+import importlib
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+FOLDERS = ("engine", "workers", "schemas", "topics")
+#: a bare import or module path: ``from engine.x``, ``import workers.y``, ``"schemas.z"``, ``faust -A workers.router``.
+BARE = re.compile(r"^\s*(?:from|import) (?:engine|workers|schemas|topics)\b|(?<![\w./-])(?:engine|workers|schemas|topics)\.[a-z_{][\w{}]*(?!\w*\()",
+                  re.M)
+
+
+def packages_on_disk() -> set[str]:
+    return {"rtaudit." + ".".join(p.parent.relative_to(ROOT).parts)
+            for folder in FOLDERS for p in (ROOT / folder).rglob("__init__.py")}
+
+
+def test_every_package_folder_is_installed_under_the_rtaudit_namespace() -> None:
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    assert set(config["packages"]) == packages_on_disk()
+    assert config["package-dir"] == {f"rtaudit.{f}": f for f in FOLDERS}
+    for name in sorted(packages_on_disk()):
+        module = importlib.import_module(name)
+        assert Path(module.__file__).resolve().is_relative_to(ROOT)  # type: ignore[arg-type]
+
+
+def test_no_code_uses_the_bare_folder_names() -> None:
+    offenders = []
+    for folder in (*FOLDERS, "tests"):
+        for path in (ROOT / folder).rglob("*.py"):
+            if path == Path(__file__).resolve():
+                continue  # this file names them on purpose
+            for m in BARE.finditer(path.read_text()):
+                line = path.read_text()[: m.start()].count("\n") + 1
+                offenders.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0).strip()}")
+    assert offenders == [], "use rtaudit.<folder>...: " + "; ".join(offenders[:20])
