@@ -80,7 +80,7 @@ def test_rollout_priority_policy_then_status_and_history(broker_settings: Settin
         done = cli("rollout", "promote", "text")
         assert done.exit_code == 0, done.output
         assert "model:text version 2 accepted (replaces 1): v2" in done.output
-        assert "rollout:text version 4 accepted (replaces 3): v1 → v2 at 0 %, promoted" in done.output
+        assert "rollout:text version 4 accepted (replaces 3): v2 promoted (replaced v1; now model:text)" in done.output
         state = read_state(s)
         assert state.model("text").bundle == v2 and state.rollout("text").phase == "promoted"  # type: ignore[union-attr]
         assert cli("rollout", "rollback", "text").exit_code == 2  # nothing active any more
@@ -110,7 +110,7 @@ def test_rollout_priority_policy_then_status_and_history(broker_settings: Settin
         assert [r[0] for r in rows(cli("history", "--limit", "2").output)] == ["8", "9"]
 
         status = cli("status")
-        assert status.exit_code == 0 and "v1 → v2 at 0 %, promoted" in status.output
+        assert status.exit_code == 0 and "v2 promoted (replaced v1; now model:text)" in status.output
         assert "priority:acme" in status.output and "policy:acme" not in status.output  # cleared
     finally:
         plane.stop()
