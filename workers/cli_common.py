@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Annotated, Optional
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
 from rtaudit.workers.settings import Settings, SettingsError, load_settings
+
+#: the console commands print tables on (at least 140 columns: tables stay readable when piped).
+console = Console(width=max(140, Console().width))
+ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="settings file (default: $RTAUDIT_CONFIG or ./rtaudit.toml)")]
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

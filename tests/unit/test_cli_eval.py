@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from rtaudit.workers.cli import DEFAULT_DATA, app
+from rtaudit.workers.cli import app
+from rtaudit.workers.cli_text import DEFAULT_DATA
 
 
 def test_eval_without_data_is_one_clear_line_and_a_non_zero_exit(tmp_path):

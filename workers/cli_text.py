@@ -1,0 +1,130 @@
+"""``rtaudit text build-encoder|train`` and ``rtaudit eval``: build, train and evaluate the text
+models (:mod:`rtaudit.engine.text`); registered on the ``rtaudit`` app by :mod:`rtaudit.workers.cli`."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from rtaudit.workers.cli_common import console
+
+text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
+#: ../shared/data beside the repository, the default for --data.
+DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DataOpt = Annotated[Path, typer.Option("--data", help="root of the labeled data (holds text/davidson, text/olid, ...)")]
+
+
+@text_app.command("build-encoder")
+def text_build_encoder(
+    force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
+    precision: Annotated[str, typer.Option(help="which graphs: all | fp32 | int8 (int8 is built from fp32)")] = "all",
+) -> None:
+    """Export MiniLM-L6 (+ mean pooling + L2 norm) from the installed wheel to ONNX in the cache directory,
+    and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves)."""
+    from rtaudit.engine.text import encoder
+
+    if precision not in ("all", *encoder.PRECISIONS):
+        raise typer.BadParameter(f"--precision must be all, fp32 or int8, not {precision!r}")
+    for p in encoder.PRECISIONS if precision == "all" else (precision,):
+        if not force:
+            path = encoder.ensure_encoder_onnx(p)
+        elif p == "fp32":
+            path = encoder.export_encoder_onnx(encoder.onnx_path(p))
+        else:  # from the cached fp32 (rebuilt just before with --precision all)
+            path = encoder.quantize_encoder_onnx(encoder.onnx_path(p))
+        console.print(f"{p}: {path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {encoder.source_sha256()[:12]}"
+                      f"{'' if p == 'fp32' else ', recipe ' + encoder.INT8_RECIPE})", markup=False, soft_wrap=True)
+
+
+@text_app.command("train")
+def text_train(
+    data: DataOpt = DEFAULT_DATA,
+    embed_budget_s: Annotated[Optional[float], typer.Option(help="stop embedding new texts after this many seconds "
+                                                            "and fit on the rows embedded so far (dev rows come first)")] = None,
+) -> None:
+    """Train the English head and the Chinese model; write engine/text/artifacts/ and its manifest."""
+    from rtaudit.engine.text.train import train_all
+
+    manifest = train_all(data, embed_budget_s)
+    table = Table("artifact", "sha256", "bytes", "dev report")
+    for name, a in manifest["artifacts"].items():
+        table.add_row(name, a["sha256"][:16], str(a["bytes"]), str(a["report"]))
+    console.print(table)
+    console.print(f"training time: {manifest['training_time_s']}")
+
+
+def _f(x: float) -> str:
+    return f"{x:.3f}"
+
+
+def eval_text(
+    data: DataOpt = DEFAULT_DATA,
+    quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
+    max_rows: Annotated[Optional[int], typer.Option(help="cap each dev split at its first N rows (seeded hash order)")] = None,
+) -> None:
+    """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion, throughput.
+
+    Needs the labeled datasets under ``--data`` (default ``../shared/data`` beside the
+    repository); without them it prints one line on stderr saying what is missing and where
+    to put it, and exits with status 2, before any model loads.
+    """
+    from rtaudit.engine.text import data as D
+    from rtaudit.engine.text import evaluation as ev
+    from rtaudit.engine.text.scoring import TextScorer
+
+    needed = [p for name in dict(ev.EVAL_SETS) for p in D.data_files(data)[name]]
+    missing = [p for p in needed if not p.is_file()]
+    if missing:
+        where = f"{data} does not exist" if not data.is_dir() else (
+            f"{len(missing)} of {len(needed)} dataset files missing under {data} "
+            f"(e.g. {missing[0].relative_to(data)})")
+        Console(stderr=True).print(
+            f"evaluation data not found: {where}; put the shared data (text/davidson, text/olid, text/hatexplain, "
+            f"text/cold, text/jigsaw_sample) at {DEFAULT_DATA}, or pass --data DIR",
+            markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    started = time.perf_counter()
+    scorer = TextScorer()
+    memo = scorer.encoder.use_cache()  # embeddings memoised on disk: reruns and post-training evals are fast
+    console.print(f"rtaudit-text {scorer.version}{' (quick: samples)' if quick else ''}")
+    cats, sets = ev.classification(scorer, data, quick=quick, max_rows=max_rows)
+    t = Table("dataset", "split", "category", "n", "pos", "P", "R", "F1", "baseline P", "baseline R", "baseline F1",
+              title="Classification (score >= 0.5; baseline = alt-profanity-check >= 0.5)")
+    for r in cats:
+        t.add_row(r.dataset, r.split, r.category, str(r.model.n), str(r.model.support), _f(r.model.precision),
+                  _f(r.model.recall), _f(r.model.f1), _f(r.baseline.precision), _f(r.baseline.recall), _f(r.baseline.f1))
+    console.print(t)
+    t = Table("dataset", "split", "n", "macro-F1", "baseline macro-F1", "delta", "target +0.10", title="Macro-F1 per split")
+    for r in sets:
+        d = r.macro_f1 - r.baseline_macro_f1
+        t.add_row(r.dataset, r.split, str(r.n), _f(r.macro_f1), _f(r.baseline_macro_f1), f"{d:+.3f}",
+                  "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
+    console.print(t)
+    m, b, n = ev.evidence_f1(scorer, data, quick=quick)
+    t = Table("evidence (HateXplain dev rationales)", "posts", "P", "R", "F1", title="Evidence: token-level F1")
+    t.add_row("rtaudit-text spans", str(n), _f(m.precision), _f(m.recall), _f(m.f1))
+    t.add_row("alt-profanity-check word spans", str(n), _f(b.precision), _f(b.recall), _f(b.f1))
+    console.print(t)
+    ours, base = ev.evasion(scorer, data, quick=quick)
+    t = Table("technique", "recall", "relative to clean", "baseline recall", "baseline relative",
+              title=f"Evasion suite ({ours.n_offensive} offensive dev texts; target relative >= 0.95)")
+    for name in ours.recall:
+        rel = "" if name == "clean" else _f(ours.relative[name])
+        brel = "" if name == "clean" else _f(base.relative[name])
+        t.add_row(name, _f(ours.recall[name]), rel, _f(base.recall[name]), brel)
+    t.add_row("benign FP rate", _f(ours.benign_fp_rate), f"n={ours.n_benign}, target <= 0.010", _f(base.benign_fp_rate), "")
+    console.print(t)
+    if ours.benign_flagged:
+        console.print(f"benign texts flagged: {list(ours.benign_flagged)}")
+    memo.save()
+    scorer.encoder.memo = None  # throughput is measured without the memo
+    tp = ev.throughput(scorer, data, quick=quick)
+    t = Table(*tp.keys(), title="Text scorer throughput with evidence (texts/s; target speedup >= 5)")
+    t.add_row(*(f"{v:.1f}" for v in tp.values()))
+    console.print(t)
+    console.print(f"eval took {time.perf_counter() - started:.1f} s")
