@@ -50,6 +50,9 @@ log = logging.getLogger(__name__)
 HEARTBEAT_S = 2.0
 #: how long one poll of the control partition waits, s (also the listeners' worst-case delay).
 POLL_S = 0.2
+#: longest fetch wait of a control reader on an idle partition, ms: a record is applied within
+#: about this plus :data:`POLL_S` (the fleet promises 1 s).
+FETCH_WAIT_MS = 200
 
 Listener = Callable[[ControlState, list[Applied]], None]
 
@@ -61,8 +64,11 @@ def worker_id(role: str) -> str:
 
 def reader_consumer(settings: Settings) -> Consumer:
     """A consumer assigned ``audit.control`` partition 0 from its first offset; its group id is
-    unique and never joined (``assign``, no ``subscribe``; nothing is committed)."""
-    consumer = Consumer(consumer_config(settings, f"rtaudit-control-reader-{uuid.uuid4().hex[:12]}"))
+    unique and never joined (``assign``, no ``subscribe``; nothing is committed). Its fetches
+    wait up to :data:`FETCH_WAIT_MS` on an idle topic (the local profile's 10 ms fetch wait
+    would send every process's idle reader to the broker 100 times a second)."""
+    consumer = Consumer(consumer_config(settings, f"rtaudit-control-reader-{uuid.uuid4().hex[:12]}",
+                                        **{"fetch.wait.max.ms": FETCH_WAIT_MS}))
     consumer.assign([TopicPartition(CONTROL, 0, OFFSET_BEGINNING)])
     return consumer
 
