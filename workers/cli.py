@@ -177,7 +177,7 @@ def schemas_export() -> None:
 
 @app.command()
 def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion")]) -> None:
-    """Run one worker in the foreground (same as ``faust -A workers.<role> worker -l info``)."""
+    """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
     from rtaudit.workers.fleet import ROLES, faust_executable
 
     if role not in ROLES:

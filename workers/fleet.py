@@ -1,5 +1,5 @@
 """Run the whole fleet locally: embedded broker (when no external bootstrap is set),
-topics, and one or more ``faust -A workers.<role> worker`` processes per role.
+topics, and one or more ``faust -A rtaudit.workers.<role> worker`` processes per role.
 
 Readiness is proven end to end: a probe request with text and an image must come
 back as a complete verdict (every consumer group has joined and every model loaded).
@@ -193,7 +193,7 @@ class Fleet:
             )
 
     def spawn(self, role: str) -> subprocess.Popen[bytes]:
-        """Start one more ``faust -A workers.<role> worker`` process (it joins the role's consumer group)."""
+        """Start one more ``faust -A rtaudit.workers.<role> worker`` process (it joins the role's consumer group)."""
         with self._lock:
             index = self.spawned[role] = self.spawned.get(role, -1) + 1
             port = self._next_metrics_port()

@@ -1,6 +1,6 @@
 """Batched intake and emit on confluent-kafka, below Faust's per-event path.
 
-Faust stays the application framework (``faust -A workers.<role> worker`` starts the
+Faust stays the application framework (``faust -A rtaudit.workers.<role> worker`` starts the
 process, its signals, logging and metrics task); a role whose per-event Faust path is
 the cost runs a :class:`BatchLoop` in one thread instead: it reads records in batches
 (``Consumer.consume``), hands outputs to the producer without awaiting each delivery,

@@ -11,8 +11,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 FOLDERS = ("engine", "workers", "schemas", "topics")
-#: a bare import or module path: ``from engine.x``, ``import workers.y``, ``"schemas.z"``, ``faust -A workers.router``.
-BARE = re.compile(r"^\s*(?:from|import) (?:engine|workers|schemas|topics)\b|(?<![\w./-])(?:engine|workers|schemas|topics)\.[a-z_{][\w{}]*(?!\w*\()",
+#: a bare import or module path: ``from engine.x``, ``import workers.y``, ``"schemas.z"``, ``faust -A workers.router``,
+#: ``workers.<role>``.
+BARE = re.compile(r"^\s*(?:from|import) (?:engine|workers|schemas|topics)\b|(?<![\w./-])(?:engine|workers|schemas|topics)\.[a-z_{<][\w{}<>]*(?!\w*\()",
                   re.M)
 
 
@@ -40,3 +41,10 @@ def test_no_code_uses_the_bare_folder_names() -> None:
                 line = path.read_text()[: m.start()].count("\n") + 1
                 offenders.append(f"{path.relative_to(ROOT)}:{line}: {m.group(0).strip()}")
     assert offenders == [], "use rtaudit.<folder>...: " + "; ".join(offenders[:20])
+
+
+def test_the_docs_and_deploy_files_name_the_installed_modules() -> None:
+    docs = [ROOT / "README.md", ROOT / "docker-compose.yml", *(ROOT / "deploy").rglob("*"), *(ROOT / "docs").rglob("*.md")]
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in docs if p.is_file()
+                 for m in BARE.finditer(p.read_text(errors="replace"))]
+    assert offenders == [], offenders[:20]
