@@ -149,8 +149,16 @@ class Manifest(_Strict):
 
 
 class ModelRef(_Strict):
+    """The model that scored a part: its name and version (a bundle's version once bundles serve).
+
+    ``rollout`` is the version of the ``rollout:<stage>`` control record the item was routed
+    under (None before any rollout of the stage): with the request's slice it says exactly
+    why this version scored it, whatever the clocks say.
+    """
+
     name: str
     version: str
+    rollout: int | None = Field(None, ge=1, description="version of the rollout:<stage> control record in force")
 
 
 class Evidence(_Strict):

@@ -12,7 +12,8 @@ One :class:`ServingSet` per modality worker process and stage. It follows ``mode
   is a verification failure: the worker rolls the canary back.
 * **Swap between batches**: :meth:`ServingSet.score` takes one snapshot of (stable, candidate,
   rollout) per micro-batch and scores each item by exactly one version (its request's slice,
-  :func:`rtaudit.engine.rollout.serves_candidate`); every partial names the version that scored it.
+  :func:`rtaudit.engine.rollout.serves_candidate`); every partial names the version that scored it
+  and the ``rollout:<stage>`` record version it was routed under (``ModelRef.rollout``).
   A version no record names any more is dropped after the batch that holds it.
 * **Canary judge**: every batch feeds the rollout step's :class:`rtaudit.engine.rollout.CanaryJudge`
   (batch latency per version, candidate errors, shadow disagreements); a rollback or promotion
@@ -29,7 +30,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from PIL import Image, ImageDraw
@@ -293,6 +294,9 @@ class ServingSet:
         started = time.perf_counter()
         result = run(stage, tasks)
         ms = (time.perf_counter() - started) * 1000.0
+        if snap.rollout_version:  # name the rollout record each item was routed under
+            stamped = {p.model: p.model.model_copy(update={"rollout": snap.rollout_version}) for p in result.partials}
+            result = replace(result, partials=[p.model_copy(update={"model": stamped[p.model]}) for p in result.partials])
         errors = sum(1 for p in result.partials if p.status == "error")
         with self._lock:
             if self._judge is not None and snap.rollout_version == self._rollout_version and result.inferred + errors:

@@ -98,6 +98,20 @@ def test_a_canary_scores_exactly_its_slice_and_every_item_by_one_version() -> No
     assert h.score(IDS) == versions  # a retry of a request lands on the same version
 
 
+def test_every_partial_names_the_rollout_record_it_was_routed_under() -> None:
+    h = Harness({"v1": VersionStage("v1"), "v2": VersionStage("v2")})
+    h.apply("model:text", ModelPayload(bundle=ref("v1")))
+    far = now_ms() + 600_000
+    tasks = [task(request_id=i, deadline_ms=far, routed_at_ms=now_ms()) for i in IDS[:20]]
+    assert {p.model.rollout for p in h.serving.score(tasks).partials} == {None}  # no rollout yet
+    h.apply("rollout:text", RolloutPayload(stable=ref("v1"), candidate=ref("v2"), weight_pct=50, phase="rollout",
+                                           triggers=TRIGGERS))
+    h.apply("rollout:text", RolloutPayload(stable=ref("v1"), candidate=ref("v2"), weight_pct=100, phase="full",
+                                           triggers=TRIGGERS))
+    partials = h.serving.score(tasks).partials
+    assert {p.model.rollout for p in partials} == {2} and {p.model.version for p in partials} == {"v2"}
+
+
 def test_a_weight_of_zero_sends_no_traffic_to_the_candidate() -> None:
     h = Harness({"v2": VersionStage("v2")})
     h.apply("rollout:text", RolloutPayload(candidate=ref("v2"), weight_pct=0, phase="precheck", triggers=TRIGGERS))
