@@ -71,7 +71,7 @@ def skimage_file(name: str) -> bytes:
 
 
 def demo_texts() -> list[tuple[str, str]]:
-    lines = resources.files("workers").joinpath("demo_texts.txt").read_text(encoding="utf-8").splitlines()
+    lines = resources.files("rtaudit.workers").joinpath("demo_texts.txt").read_text(encoding="utf-8").splitlines()
     return [tuple(line.split("\t", 1)) for line in lines if line and not line.startswith("#")]  # type: ignore[misc]
 
 

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import importlib
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -48,3 +50,26 @@ def test_the_docs_and_deploy_files_name_the_installed_modules() -> None:
     offenders = [f"{p.relative_to(ROOT)}: {m.group(0).strip()}" for p in docs if p.is_file()
                  for m in BARE.finditer(p.read_text(errors="replace"))]
     assert offenders == [], offenders[:20]
+
+
+#: a package named by a bare string to the import machinery: ``resources.files("workers")``.
+BARE_RESOURCE = re.compile(r"(?:files|import_module|find_spec)\(\s*[\"'](?:engine|workers|schemas|topics)\b")
+
+
+def test_package_resources_are_reached_through_the_namespace() -> None:
+    offenders = [f"{p.relative_to(ROOT)}: {m.group(0)}" for folder in FOLDERS for p in (ROOT / folder).rglob("*.py")
+                 for m in BARE_RESOURCE.finditer(p.read_text())]
+    assert offenders == [], offenders
+
+
+def test_package_data_loads_outside_the_repository(tmp_path: Path) -> None:
+    """pytest puts the repository on ``sys.path``, where ``import workers`` would work by
+    accident; an installed ``rtaudit`` run from elsewhere must find its data (the demo texts,
+    the JSON Schemas, the text artifacts) through the namespace alone."""
+    code = (
+        "from rtaudit.workers.demo import demo_texts; assert len(demo_texts()) > 10\n"
+        "from rtaudit.schemas.export import SCHEMA_DIR; assert any(SCHEMA_DIR.glob('*.schema.json'))\n"
+        "from rtaudit.engine.text.heads import MANIFEST; assert MANIFEST.is_file()\n"
+    )
+    done = subprocess.run([sys.executable, "-I", "-c", code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
