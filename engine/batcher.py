@@ -29,6 +29,18 @@ Lag adaptation (window and size grow with consumer lag)
     Near-zero lag: short window and small batches (latency); lag at or above
     ``lag_high``: the longest window and full batches (throughput).
 
+Occupancy adaptation (window and size also grow when the model is busy)
+    Lag grows only once the worker already falls behind. The model's occupancy, the
+    share of the last ``busy_horizon_ms`` it spent inferring (from
+    :meth:`Batcher.observe_duration`), says so earlier: with ``busy_low`` set,
+    ``busy pressure = clamp((occupancy − busy_low) / (busy_high − busy_low), 0, 1)``
+    and the window and size limit follow ``max(lag pressure, busy pressure)``. Near
+    capacity the model's idle gaps then gather larger batches (each item pays less of
+    the batch's fixed cost ``b``) instead of running batches of two or three back to back;
+    below ``busy_low`` nothing changes. This is how a take-everything-then-wait batcher
+    such as Faust's ``Stream.take`` gets its throughput at saturation, without paying its
+    latency when the model has room.
+
 What a batch takes
     The size limit decides *when* a batch closes, not how many items it takes: a
     ``size`` or ``window`` close takes every queued item up to ``max_size`` (the
@@ -71,6 +83,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import math
+from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
@@ -108,6 +121,10 @@ class BatcherConfig:
         min_fit_points: observations needed before the fit is used.
         prior_a_s: expected seconds per item before the fit is usable.
         prior_b_s: expected fixed seconds per batch before the fit is usable.
+        busy_low: model occupancy (0..1) above which the window and size limit start to
+            grow (``None``: occupancy is ignored)...
+        busy_high: ...and at which they are at their maximum (> ``busy_low``, <= 1).
+        busy_horizon_ms: the span occupancy is measured over, ms.
     """
 
     max_size: int
@@ -125,6 +142,9 @@ class BatcherConfig:
     min_fit_points: int = 4
     prior_a_s: float = 0.0
     prior_b_s: float = 0.0
+    busy_low: float | None = None
+    busy_high: float = 0.95
+    busy_horizon_ms: float = 1000.0
 
     def __post_init__(self) -> None:
         def bad(what: str) -> ValueError:
@@ -150,6 +170,10 @@ class BatcherConfig:
             raise bad("need 2 <= min_fit_points <= fit_points")
         if self.prior_a_s < 0 or self.prior_b_s < 0 or self.deadline_margin_ms < 0:
             raise bad("priors and margin must be >= 0")
+        if self.busy_low is not None and not 0.0 <= self.busy_low < self.busy_high <= 1.0:
+            raise bad("need 0 <= busy_low < busy_high <= 1")
+        if not self.busy_horizon_ms > 0:
+            raise bad("busy_horizon_ms must be > 0")
 
     @property
     def size_floor(self) -> int:
@@ -203,7 +227,8 @@ class Batch(Generic[T]):
 @dataclass(frozen=True)
 class BatcherStats:
     """Gauge values: current window (ms), size limit, lag (messages), queue per lane,
-    the last batch's live size, and the cost fit ``a`` (s/item), ``b`` (s/batch)."""
+    the last batch's live size, the cost fit ``a`` (s/item), ``b`` (s/batch), and the
+    model's occupancy (share of the last ``busy_horizon_ms`` spent inferring, 0..1)."""
 
     window_ms: float
     size_limit: int
@@ -214,6 +239,7 @@ class BatcherStats:
     lo_paused: bool
     cost_a_s: float
     cost_b_s: float
+    occupancy: float = 0.0
 
 
 def split_slots(hi: int, lo: int, capacity: int, lo_share: float, credit: float) -> tuple[int, int, float]:
@@ -279,6 +305,8 @@ class Batcher(Generic[T]):
         self._last_size = 0
         self._lo_paused = False
         self._closed = False
+        #: ``(end_ms, duration_ms)`` of the batches inferred within the occupancy horizon.
+        self._busy: deque[tuple[float, float]] = deque()
 
     # -- input ------------------------------------------------------------------------
     def put_nowait(self, payload: T, lane: LaneName, deadline_ms: float, tenant: str | None = None) -> Pending[T]:
@@ -311,8 +339,21 @@ class Batcher(Generic[T]):
             self._changed.set()
 
     def observe_duration(self, n: int, seconds: float) -> None:
-        """Feed the cost model: a batch of ``n`` live items took ``seconds`` of model time."""
+        """Feed the cost model and the occupancy: a batch of ``n`` live items took ``seconds``
+        of model time, ending now."""
         self.cost.observe(n, seconds)
+        if math.isfinite(seconds) and seconds > 0:
+            self._busy.append((float(self._clock()), seconds * 1000.0))
+            self._changed.set()
+
+    def occupancy(self, now: float | None = None) -> float:
+        """Share of the last ``busy_horizon_ms`` the model spent inferring, in [0, 1]."""
+        now = float(self._clock()) if now is None else now
+        start = now - self.config.busy_horizon_ms
+        while self._busy and self._busy[0][0] <= start:
+            self._busy.popleft()
+        busy = sum(min(duration, end - start) for end, duration in self._busy)
+        return min(1.0, max(0.0, busy / self.config.busy_horizon_ms))
 
     def close(self) -> None:
         """Stop: wakes waiting callers; :meth:`next_batch` raises ``EOFError`` once nothing is due."""
@@ -335,10 +376,16 @@ class Batcher(Generic[T]):
         return sum(self.lane_lag(lane) for lane in LANE_NAMES)
 
     def pressure(self, lane: LaneName | None = None) -> float:
-        """``clamp((lag − lag_low) / (lag_high − lag_low), 0, 1)``; with ``lane``, from that lane's lag only."""
+        """``clamp((lag − lag_low) / (lag_high − lag_low), 0, 1)``, or the busy pressure when
+        larger (see *Occupancy adaptation*); with ``lane``, from that lane's lag only (the
+        high-lane cap: a busy model must not put high-lane items in full batches either)."""
         c = self.config
         lag = self.lag if lane is None else self.lane_lag(lane)
-        return min(1.0, max(0.0, (lag - c.lag_low) / (c.lag_high - c.lag_low)))
+        by_lag = min(1.0, max(0.0, (lag - c.lag_low) / (c.lag_high - c.lag_low)))
+        if lane is not None or c.busy_low is None or by_lag >= 1.0:
+            return by_lag
+        by_busy = (self.occupancy() - c.busy_low) / (c.busy_high - c.busy_low)
+        return max(by_lag, min(1.0, max(0.0, by_busy)))
 
     def window_ms(self) -> float:
         """The window in force, ms."""
@@ -356,7 +403,7 @@ class Batcher(Generic[T]):
         return BatcherStats(
             window_ms=self.window_ms(), size_limit=self.size_limit(), lag=self.lag,
             queued_hi=self.queued("hi"), queued_lo=self.queued("lo"), last_batch_size=self._last_size,
-            lo_paused=self._lo_paused, cost_a_s=a, cost_b_s=b,
+            lo_paused=self._lo_paused, cost_a_s=a, cost_b_s=b, occupancy=self.occupancy(),
         )
 
     def update_lo_pause(self) -> bool:

@@ -42,6 +42,9 @@ class LaneQueue(Generic[T]):
         self._queues: dict[str, deque[Pending[T]]] = {}
         self._ring: deque[str] = deque()
         self._len = 0
+        #: a lower bound of every held item's deadline (epoch ms): :meth:`sweep` scans only
+        #: once ``now`` reaches it (polled after every put, a full scan each time was O(n²)).
+        self._earliest_deadline = math.inf
 
     def __len__(self) -> int:
         return self._len
@@ -60,6 +63,8 @@ class LaneQueue(Generic[T]):
             self._ring.append(item.tenant)
         queue.append(item)
         self._len += 1
+        if item.deadline_ms < self._earliest_deadline:
+            self._earliest_deadline = item.deadline_ms
 
     def take(self, n: int) -> list[Pending[T]]:
         """Remove and return up to ``n`` items, one per tenant per round."""
@@ -99,7 +104,9 @@ class LaneQueue(Generic[T]):
         return min((q[0].enqueued_ms for q in self._queues.values()), default=math.inf)
 
     def sweep(self, now: float) -> list[Pending[T]]:
-        """Remove and return the items past their deadline at ``now``."""
+        """Remove and return the items past their deadline at ``now`` (O(1) while none can be)."""
+        if not past_deadline(self._earliest_deadline, now):
+            return []
         expired: list[Pending[T]] = []
         for tenant in list(self._ring):
             queue = self._queues[tenant]
@@ -112,4 +119,5 @@ class LaneQueue(Generic[T]):
                     del self._queues[tenant]
                     self._ring.remove(tenant)
         self._len -= len(expired)
+        self._earliest_deadline = min((p.deadline_ms for q in self._queues.values() for p in q), default=math.inf)
         return expired

@@ -40,10 +40,15 @@ CONSUMER_LAG = Gauge(
     ["role", "topic", "partition"],
 )
 BATCH_WINDOW_SECONDS = Gauge(
-    "rtaudit_batch_window_seconds", "Micro-batch window in force (grows with consumer lag), seconds.", ["stage"]
+    "rtaudit_batch_window_seconds", "Micro-batch window in force (grows with consumer lag and model occupancy), seconds.", ["stage"]
 )
 BATCH_SIZE_LIMIT = Gauge(
-    "rtaudit_batch_size_limit", "Micro-batch size limit in force (grows with consumer lag), items.", ["stage"]
+    "rtaudit_batch_size_limit", "Micro-batch size limit in force (grows with consumer lag and model occupancy), items.", ["stage"]
+)
+MODEL_OCCUPANCY = Gauge(
+    "rtaudit_model_occupancy_ratio",
+    "Share of the last second the model spent inferring (0..1); above the profile's busy_low the batch "
+    "window and size limit grow.", ["stage"],
 )
 BATCH_LAST_SIZE = Gauge("rtaudit_batch_last_size", "Live items in the last micro-batch formed.", ["stage"])
 BATCHER_LAG = Gauge(

@@ -62,6 +62,9 @@ class BatchProfile(BaseModel):
         pause_hi_lag_batches: pause fetching the low lane while the high lane's lag is above this...
         resume_hi_lag_batches: ...and resume once it is at or below this.
         deadline_margin_ms: close a batch this long before (earliest deadline − expected duration).
+        busy_low: model occupancy (share of the last second spent inferring) above which the
+            window and size limit grow as they do with lag, reaching their maximum at 0.95;
+            ``None`` or 1 = lag alone (see :class:`rtaudit.engine.batcher.BatcherConfig`).
 
     Lags are in *batches* of the stage's ``max_size`` (so one profile fits a 64-item text
     stage and a 2-item OCR stage alike); the batcher gets ``ceil(batches · max_size)`` messages.
@@ -78,6 +81,7 @@ class BatchProfile(BaseModel):
     pause_hi_lag_batches: float = Field(ge=0)
     resume_hi_lag_batches: float = Field(ge=0)
     deadline_margin_ms: float = Field(default=2.0, ge=0)
+    busy_low: float | None = Field(default=None, ge=0.0, le=1.0)
 
 
 #: The named profiles. ``balanced`` is the default (15 ms window, the issue's default).
@@ -92,12 +96,14 @@ PROFILES: dict[str, BatchProfile] = {
         window_ms=15.0, max_window_ms=40.0,
         max_size={"text": 64, "image": 8, "ocr": 2}, min_size={"text": 16, "image": 2, "ocr": 1},
         lo_share=0.2, lag_low_batches=0, lag_high_batches=4, pause_hi_lag_batches=0.25, resume_hi_lag_batches=0.0625,
+        busy_low=0.8,
     ),
     # full batches from the start, long windows; the low lane keeps a larger share
     "throughput": BatchProfile(
         window_ms=40.0, max_window_ms=100.0,
         max_size={"text": 256, "image": 16, "ocr": 4}, min_size={"text": 256, "image": 16, "ocr": 4},
         lo_share=0.3, lag_low_batches=0, lag_high_batches=8, pause_hi_lag_batches=2, resume_hi_lag_batches=0.5,
+        busy_low=0.6,
     ),
 }
 ProfileName = Literal["latency", "balanced", "throughput"]
@@ -125,6 +131,7 @@ class BatchSettings(BaseModel):
     pause_hi_lag_batches: float | None = Field(default=None, ge=0)
     resume_hi_lag_batches: float | None = Field(default=None, ge=0)
     deadline_margin_ms: float | None = Field(default=None, ge=0)
+    busy_low: float | None = Field(default=None, ge=0.0, le=1.0)
 
     @model_validator(mode="after")
     def _valid_per_stage(self) -> "BatchSettings":
@@ -160,6 +167,7 @@ class BatchSettings(BaseModel):
             lo_share=p.lo_share, pause_hi_lag=messages(p.pause_hi_lag_batches),
             resume_hi_lag=min(messages(p.resume_hi_lag_batches), messages(p.pause_hi_lag_batches)),
             deadline_margin_ms=p.deadline_margin_ms,
+            busy_low=None if p.busy_low is None or p.busy_low >= 1.0 else p.busy_low,
         )
 
 

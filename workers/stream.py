@@ -95,6 +95,57 @@ class DeliveryTracker:
             raise DeliveryFailed(f"output not delivered: {self.failure}")
 
 
+class BatchDelivery:
+    """The broker's acknowledgement of one batch's outputs, as an asyncio future.
+
+    Pass the object as ``on_delivery`` of every output of the batch (:meth:`add` first),
+    then :meth:`seal` it: :attr:`future` (created on ``loop``) resolves once every output
+    was acknowledged, or fails with :class:`DeliveryFailed` naming the first failed one.
+    librdkafka runs delivery callbacks in whichever thread calls ``poll``/``flush``, so
+    the count is locked and the future is resolved on ``loop`` (``call_soon_threadsafe``).
+    Unlike a ``flush`` per batch, later batches' outputs do not delay this one's, and
+    several batches can be in flight at once.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.future: asyncio.Future[None] = loop.create_future()
+        self._outstanding = 0
+        self._sealed = False
+        self._failure: str | None = None
+        self._lock = threading.Lock()
+
+    def add(self) -> None:
+        """One more output of this batch is about to be produced."""
+        with self._lock:
+            self._outstanding += 1
+
+    def seal(self) -> None:
+        """No more outputs: the future resolves when the last one is acknowledged (now if none)."""
+        with self._lock:
+            self._sealed = True
+            done = self._outstanding == 0
+        if done:
+            self._loop.call_soon_threadsafe(self._resolve)
+
+    def __call__(self, err: KafkaError | None, msg: Message) -> None:
+        with self._lock:
+            self._outstanding -= 1
+            if err is not None and self._failure is None:
+                self._failure = f"{msg.topic()}[{msg.partition()}]: {err.str()}"
+            done = self._sealed and self._outstanding == 0
+        if done:
+            self._loop.call_soon_threadsafe(self._resolve)
+
+    def _resolve(self) -> None:
+        if self.future.done():
+            return
+        if self._failure is not None:
+            self.future.set_exception(DeliveryFailed(f"output not delivered: {self._failure}"))
+        else:
+            self.future.set_result(None)
+
+
 class BatchLoop:
     """One consumer-group member and one producer, run in a thread.
 

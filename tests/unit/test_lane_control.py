@@ -52,12 +52,12 @@ def control(highwaters, positions=None, **cfg):
 async def test_lag_is_highwater_minus_next_offset_clamped():
     hi0, hi1, lo0 = TP(HI, 0), TP(HI, 1), TP(LO, 0)
     ctl, consumer, batcher = control({hi0: 10, hi1: None, lo0: 3}, positions={lo0: 1})
-    ctl.seen(hi0, 4)  # records up to offset 4 reached the agent: position 5
-    ctl.seen(hi0, 2)  # an older one does not move it back
+    ctl.seen({hi0: 4})  # records up to offset 4 reached the agent: position 5
+    ctl.seen({hi0: 2})  # an older one does not move it back
     ctl.tick()
     assert batcher.lane_lag("hi") == 5 and batcher.lane_lag("lo") == 2  # lo0: no record yet, consumer position 1
     assert metrics.CONSUMER_LAG.labels("text", HI, "0")._value.get() == 5
-    ctl.seen(lo0, 7)  # position past a stale high watermark: clamped at 0
+    ctl.seen({lo0: 7})  # position past a stale high watermark: clamped at 0
     ctl.tick()
     assert batcher.lane_lag("lo") == 0
     ctl.tick()
@@ -68,13 +68,13 @@ async def test_low_lane_paused_while_high_lane_lags_then_resumed():
     hi0, lo0, lo1 = TP(HI, 0), TP(LO, 0), TP(LO, 1)
     ctl, consumer, batcher = control({hi0: 10, lo0: 50, lo1: 50})
     for tp in (hi0, lo0, lo1):
-        ctl.seen(tp, -1)
+        ctl.seen({tp: -1})
     for i in range(2):  # the low lane's reserve for its share is held
         batcher.put_nowait(f"l{i}", "lo", 10**13)
     ctl.tick()
     assert consumer.active == {hi0}
     assert metrics.LO_LANE_PAUSED.labels("text")._value.get() == 1
-    ctl.seen(hi0, 9)  # the high lane drained
+    ctl.seen({hi0: 9})  # the high lane drained
     ctl.tick()
     assert consumer.active == {hi0, lo0, lo1}
     assert metrics.LO_LANE_PAUSED.labels("text")._value.get() == 0

@@ -274,3 +274,15 @@ def test_a_key_addressed_rejection_is_a_valid_manifest():
     fields = readable_fields(b"", b"req-7")
     rejection = {"tenant_id": "unknown", "created_at_ms": 0, **fields, "deadline_ms": 0, "rejection": "empty value"}
     assert Manifest.model_validate(rejection, strict=True).request_id == "req-7"
+
+
+def test_encode_writes_what_orjson_writes_of_the_json_dump():
+    """``encode`` uses pydantic-core's serializer for speed; its bytes are those of the
+    straightforward ``orjson.dumps(model_dump(mode="json"))`` on every kind of record."""
+    request = audit_request(text="h\u00e9llo \u2028 \U0001F600 tab\t quote\" backslash\\", media=[inline_media(b"\x89PNG")])
+    records = [request, task("text:0"), task("image:0", text=None, media=inline_media(b"x")), manifest("text/text:0"),
+               tick("deadline", CREATED_MS),
+               partial("text/text:0", scores={"offensive": 0.123456789, "hate": 1e-7, "targeted_insult": 1.0},
+                       evidence=[evidence("hate", 0.5, span=(0, 3), text="h\u00e9l")])]
+    for record in records:
+        assert encode(record) == orjson.dumps(record.model_dump(mode="json", exclude_none=True)), type(record).__name__
