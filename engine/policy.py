@@ -9,6 +9,8 @@ reaches its review threshold, else ``allow``. When the verdict is incomplete
 
 from __future__ import annotations
 
+import functools
+
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -82,9 +84,10 @@ class QuotaPolicy(BaseModel):
     max_delay_ms: int = Field(default=2000, ge=1, le=30_000)
     on_throttled: Decision = "review"
 
-    @property
+    @functools.cached_property
     def limit(self) -> QuotaLimit:
-        """The token-bucket parameters (:class:`rtaudit.engine.quota.QuotaLimit`)."""
+        """The token-bucket parameters (:class:`rtaudit.engine.quota.QuotaLimit`; built once: the
+        router asks for every request)."""
         burst = self.burst if self.burst is not None else max(1.0, self.rate_per_s)
         return QuotaLimit(rate_per_s=self.rate_per_s, burst=burst)
 
