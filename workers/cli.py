@@ -33,6 +33,8 @@ from rtaudit.workers.cli_control import control_app  # noqa: E402  (rtaudit cont
 app.add_typer(control_app, name="control")
 from rtaudit.workers.cli_model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
 app.add_typer(model_app, name="model")
+from rtaudit.workers.cli_dlq import dlq  # noqa: E402  (rtaudit dlq)
+app.command()(dlq)
 from rtaudit.workers.cli_common import ConfigOpt, console  # noqa: E402
 
 
