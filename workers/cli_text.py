@@ -66,17 +66,27 @@ def eval_text(
     data: DataOpt = DEFAULT_DATA,
     quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
     max_rows: Annotated[Optional[int], typer.Option(help="cap each dev split at its first N rows (seeded hash order)")] = None,
+    functional: Annotated[bool, typer.Option("--functional", help="only the functional suite (our own cases: "
+                                             "needs no --data)")] = False,
 ) -> None:
-    """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion, throughput.
+    """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
+    the functional suite's pass rate per functionality, throughput.
 
     Needs the labeled datasets under ``--data`` (default ``../shared/data`` beside the
     repository); without them it prints one line on stderr saying what is missing and where
-    to put it, and exits with status 2, before any model loads.
+    to put it, and exits with status 2, before any model loads. ``--functional`` runs only the
+    functional suite (:mod:`rtaudit.engine.text.functional`), which needs no data.
     """
     from rtaudit.engine.text import data as D
     from rtaudit.engine.text import evaluation as ev
+    from rtaudit.engine.text import functional as fs
     from rtaudit.engine.text.scoring import TextScorer
 
+    if functional:
+        scorer = TextScorer()
+        console.print(f"rtaudit-text {scorer.version}")
+        console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
+        return
     needed = [p for name in dict(ev.EVAL_SETS) for p in D.data_files(data)[name]]
     missing = [p for p in needed if not p.is_file()]
     if missing:
@@ -85,7 +95,8 @@ def eval_text(
             f"(e.g. {missing[0].relative_to(data)})")
         Console(stderr=True).print(
             f"evaluation data not found: {where}; put the shared data (text/davidson, text/olid, text/hatexplain, "
-            f"text/cold, text/jigsaw_sample) at {DEFAULT_DATA}, or pass --data DIR",
+            f"text/cold, text/jigsaw_sample) at {DEFAULT_DATA}, or pass --data DIR "
+            f"(--functional runs the functional suite alone, without data)",
             markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     started = time.perf_counter()
@@ -121,6 +132,7 @@ def eval_text(
     console.print(t)
     if ours.benign_flagged:
         console.print(f"benign texts flagged: {list(ours.benign_flagged)}")
+    console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
     memo.save()
     scorer.encoder.memo = None  # throughput is measured without the memo
     tp = ev.throughput(scorer, data, quick=quick)
