@@ -69,12 +69,14 @@ def _error_text(exc: ValidationError) -> str:
 
 def parse(key: bytes | None, value: bytes) -> ControlMessage:
     """The message in a record. Raises ``ValueError`` (with a readable reason) when it is not
-    a :class:`ControlMessage` or its subject differs from the key."""
+    a :class:`ControlMessage`, or the record has no key, or its key differs from the subject."""
     try:
         msg = ControlMessage.model_validate_json(value)
     except ValidationError as exc:
         raise ValueError(f"not a control message: {_error_text(exc)}") from None
-    if key is not None and key.decode("utf-8", "replace") != msg.subject:
+    if key is None:  # Apache Kafka refuses a keyless record on a compacted topic: so does the fleet, everywhere
+        raise ValueError(f"record has no key: a control record is keyed by its subject ({msg.subject!r})")
+    if key.decode("utf-8", "replace") != msg.subject:
         raise ValueError(f"record key {key.decode('utf-8', 'replace')!r} differs from the subject {msg.subject!r}")
     return msg
 

@@ -365,7 +365,8 @@ def decode_image(data: bytes, policy: MediaPolicy) -> np.ndarray:
                     raise MediaTooLarge(f"image is {width}x{height} pixels, limit {policy.max_pixels} pixels")
                 return np.asarray(_to_rgb(ImageOps.exif_transpose(img)), dtype=np.uint8)
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise MediaTooLarge(f"image rejected as a decompression bomb: {exc}") from None
+        # Pillow refuses these in Image.open, before the header check above could name our limit
+        raise MediaTooLarge(f"image is over the limit of {policy.max_pixels} pixels (Pillow: {exc})") from None
     except UnidentifiedImageError:
         raise MediaUndecodable(f"not an image format Pillow can read ({len(data)} bytes)") from None
     except MediaTooLarge:

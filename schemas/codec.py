@@ -106,7 +106,7 @@ def _loc_part(part: str | int) -> str:
     return text if len(text) <= MAX_LOC_PART_CHARS else text[: MAX_LOC_PART_CHARS - 1] + "…"
 
 
-def _summarize(exc: ValidationError, limit: int = 3) -> str:
+def validation_summary(exc: ValidationError, limit: int = 3) -> str:
     """The first ``limit`` errors, ``"<field.path>: <message>"``; pydantic's messages never
     quote the input's values, and field names are escaped and cut (:func:`_loc_part`)."""
     parts = []
@@ -129,7 +129,7 @@ def decode(raw: bytes, model: type[M]) -> M:
     try:
         return model.model_validate(payload)
     except ValidationError as exc:
-        raise SchemaViolation(_summarize(exc), request_id=readable_request_id(payload)) from None
+        raise SchemaViolation(validation_summary(exc), request_id=readable_request_id(payload)) from None
 
 
 def decode_scores_record(raw: bytes) -> Any:
@@ -142,4 +142,4 @@ def decode_scores_record(raw: bytes) -> Any:
     try:
         return _scores_adapter.validate_python(payload)
     except ValidationError as exc:
-        raise SchemaViolation(_summarize(exc), request_id=readable_request_id(payload)) from None
+        raise SchemaViolation(validation_summary(exc), request_id=readable_request_id(payload)) from None

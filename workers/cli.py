@@ -38,6 +38,18 @@ app.command()(dlq)
 from rtaudit.workers.cli_common import ConfigOpt, console  # noqa: E402
 
 
+def _settings_source(config: Path | None) -> str:
+    """Which settings file the fleet runs with, or that none was found (tenant policies then
+    come from the defaults: ``--tenant acme`` gets the default policy)."""
+    from rtaudit.workers.settings import config_path
+
+    path = config_path(config)
+    if path is None:
+        return ("settings: no rtaudit.toml here and no --config or $RTAUDIT_CONFIG: built-in defaults and "
+                "RTAUDIT_* variables only (every tenant gets the default policy)")
+    return f"settings: {path.resolve()}"
+
+
 def _settings(config: Path | None) -> Settings:
     return settings_or_exit(config)
 
@@ -223,6 +235,7 @@ def up(
     claim = _claim_or_exit(Claim(s, record))
     (log_dir / "fleet.json").write_text(json.dumps(dataclasses.asdict(record), indent=1))
     console.print(f"rtaudit up: run {run_id}, pid {os.getpid()}, {s.bootstrap} ({s.profile} profile), logs in {log_dir}")
+    console.print(_settings_source(config))
     fleet = None
     try:
         fleet = _start_supervised(s, config, parsed, log_dir)
@@ -235,7 +248,7 @@ def up(
         if fleet is not None:
             fleet.stop()
             if fleet.restarts:
-                console.print(f"restarts during the run: {fleet.restarts}")
+                console.print("restarts during the run: " + ", ".join(f"{role} {n}" for role, n in sorted(fleet.restarts.items())))
         claim.release()
 
 
@@ -312,6 +325,9 @@ def submit(
     acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file."""
     from rtaudit.schemas.errors import AuditError
     from rtaudit.topics.catalog import REQUESTS, VERDICTS
+    from pydantic import ValidationError
+
+    from rtaudit.schemas.codec import validation_summary
     from rtaudit.workers.client import AuditClient, DeliveryError, VerdictTimeout, request_from_path, verdict_reader
     from rtaudit.workers.demo import verdict_line
     from rtaudit.workers.kafka import ClusterError, check_cluster
@@ -327,6 +343,8 @@ def submit(
             raise _fail(f"{p}: {exc.strerror or exc}", 2) from None
         except AuditError as exc:
             raise _fail(exc.message if str(p) in exc.message else f"{p}: {exc.message}", 2) from None
+        except ValidationError as exc:  # e.g. an empty file: a request needs text or media
+            raise _fail(f"{p}: {validation_summary(exc)}", 2) from None
         except ValueError as exc:
             raise _fail(str(exc) if str(p) in str(exc) else f"{p}: {exc}", 2) from None
     try:
@@ -431,6 +449,7 @@ def demo(
             raise typer.Exit(1) from None
     if claim is not None:
         console.print(f"starting the embedded broker and the fleet ({s.profile} profile), logs in {log_dir}…")
+        console.print(_settings_source(config))
         try:
             fleet = _start_supervised(s, config, {}, log_dir)
         except BaseException:

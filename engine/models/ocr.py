@@ -58,6 +58,10 @@ class OCRStage:
     #: 0 px, raised ``ResizeImgError``. At 4:1 the detector input stays at most 736×2944,
     #: under a normal page's.
     max_aspect = 4.0
+    #: shortest side, in fitted pixels (the image's own short side × the fitting scale), below
+    #: which no line of text can be legible: such an image is read as no text without running
+    #: the detector (a 1×100,000 strip, padded to 512×2048, cost the detector 3.5-6 s).
+    min_text_side_px = 6
 
     def prepare(self, task: ModalityTask) -> FittedImage:
         """Load and decode the task's image, scaled to :attr:`max_side_px` and padded to
@@ -83,6 +87,8 @@ class OCRStage:
     def _lines(self, fitted: FittedImage) -> list[tuple[str, float, tuple[int, int, int, int]]] | BaseException:
         """The lines of one image with boxes in original-image pixels, or the exception it raised
         (RapidOCR has no cross-image batching, so one image's failure is its own)."""
+        if fitted.bgr.size and min(fitted.original_size) * fitted.scale < self.min_text_side_px:
+            return []
         try:
             return [(t, c, fitted.to_original(b)) for t, c, b in self.recognize(fitted.bgr)]
         except Exception as exc:

@@ -52,6 +52,13 @@ def test_a_file_that_is_not_text_is_an_error_before_anything_is_sent(no_broker, 
     assert "x.bin is not UTF-8 text" in one_line(result)
 
 
+def test_an_empty_file_is_one_line_not_a_validation_dump(no_broker, tmp_path):
+    (tmp_path / "empty.txt").write_bytes(b"")
+    result = CliRunner().invoke(app, ["submit", "empty.txt"])
+    assert result.exit_code == 2
+    assert one_line(result) == "empty.txt: <root>: a request needs text or at least one media item"
+
+
 def test_a_bad_environment_setting_names_its_variable(no_broker, monkeypatch):
     monkeypatch.setenv("RTAUDIT_PARTITIONS", "abc")
     result = CliRunner().invoke(app, ["verdicts"])
@@ -74,3 +81,14 @@ def test_replicas_of_an_unknown_role_list_the_valid_roles():
     with pytest.raises(typer.BadParameter, match="N >= 1"):
         _parse_replicas(["ocr=0"])
     assert _parse_replicas(["ocr=2", "text=1"]) == {"ocr": 2, "text": 1}
+
+
+def test_the_fleet_says_which_settings_file_it_runs_with(tmp_path, monkeypatch):
+    from rtaudit.workers.cli import _settings_source
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)
+    assert "no rtaudit.toml here" in _settings_source(None) and "default policy" in _settings_source(None)
+    (tmp_path / "rtaudit.toml").write_text("")
+    assert _settings_source(None) == f"settings: {(tmp_path / 'rtaudit.toml').resolve()}"
+    assert _settings_source(tmp_path / "other.toml") == f"settings: {(tmp_path / 'other.toml').resolve()}"

@@ -68,8 +68,9 @@ def test_versions_advance_by_compare_and_swap() -> None:
     (b"model:text", b'{"subject": "model:text"}', "not a control message"),
     (b"policy:acme", encode(msg("model:text", 1, 0, ModelPayload(bundle=ref())))[1], "differs from the subject"),
     (b"bogus:x", None, "unknown control subject"),
+    (None, encode(msg("model:text", 1, 0, ModelPayload(bundle=ref())))[1], "record has no key"),
 ])
-def test_malformed_records_are_rejected_with_a_reason_and_never_raise(key: bytes, value: bytes | None, why: str) -> None:
+def test_malformed_records_are_rejected_with_a_reason_and_never_raise(key: bytes | None, value: bytes | None, why: str) -> None:
     s = ControlState()
     r = s.apply(0, key, value)
     assert isinstance(r, Rejected) and r.code == "malformed" and why in r.message

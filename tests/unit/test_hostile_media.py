@@ -309,6 +309,14 @@ def test_stages_fit_degenerate_shapes_on_purpose(nudity_stage, ocr_stage, size):
     assert max(height, width) / min(height, width) <= ocr_stage.max_aspect
 
 
+def test_ocr_reads_an_image_too_thin_for_text_as_no_text_without_the_detector(ocr_stage, monkeypatch):
+    strip = ocr_stage.prepare(hostile_tasks([Hostile("strip", encoded_image(Image.fromarray(noise(1, 100_000))))])[0])
+    thin_page = FittedImage(np.full((5, 400, 3), 255, np.uint8), 1.0, (400, 5))
+    monkeypatch.setattr(ocr_stage, "recognize", lambda bgr: pytest.fail("the detector ran on an image too thin for text"))
+    for out in ocr_stage.infer([strip, thin_page]):
+        assert not isinstance(out, BaseException) and out.scores == {"offensive": 0.0} and out.evidence == []
+
+
 def test_ocr_fails_an_unreadable_image_alone(ocr_stage):
     """RapidOCR has no cross-image batching: one image raising gives that image's exception, not the batch's."""
     blank = FittedImage(np.full((40, 40, 3), 255, np.uint8), 1.0, (40, 40))
