@@ -42,6 +42,9 @@ def bench(
                                                  "router, text, fusion and the fleet at saturation and at 10 % load, against the raw client")] = None,
     role: Annotated[list[str], typer.Option("--role", "-r", help="with --model: router | text | fusion | fleet (repeat; default: all)")] = [],  # noqa: B006
     records: Annotated[Optional[int], typer.Option(help="with --model: requests produced at once per target (default 20000, --quick 5000)")] = None,
+    isolation: Annotated[bool, typer.Option("--isolation", help="tenant isolation instead (workers/bench/isolation.py): a quiet tenant's P50/P99 alone "
+                                            "and next to a tenant flooding at 5x the text stage's capacity, per quota configuration, through a real "
+                                            "fleet: ~6 min on 2 cores, --quick ~3-4 min")] = False,
     config: ConfigOpt = None,
 ) -> None:
     """Stepped open-loop load per model stage and for the whole fleet, against the model's
@@ -55,6 +58,14 @@ def bench(
         if os.environ.pop(name, None) is not None:
             console.print(f"[yellow]bench runs on its own embedded broker on loopback: ignoring {name}[/yellow]")
     out = out.resolve()
+    if isolation:
+        from rtaudit.workers.bench.isolation import IsolationOptions, main as isolation_main
+        from rtaudit.workers.children import raise_keyboard_interrupt_on
+
+        raise_keyboard_interrupt_on()
+        isolation_main((IsolationOptions.quick if quick else IsolationOptions)(out_dir=out / "isolation"),
+                       lambda msg: console.print(msg, markup=False, soft_wrap=True))
+        return
     os.environ["RTAUDIT_STATE_DIR"] = str(out / "state")
     if config is not None:
         os.environ["RTAUDIT_CONFIG"] = str(config.resolve())
