@@ -14,7 +14,8 @@ from PIL import Image
 from rtaudit.engine.batcher import Batcher, BatcherConfig
 from rtaudit.engine.models import StageOutput
 from rtaudit.schemas.messages import ModelRef
-from rtaudit.workers.modality import LaneControl, modality_app
+from rtaudit.workers.lane_intake import LaneControl
+from rtaudit.workers.modality import modality_app
 from rtaudit.workers.serving import LazyStage, warmup_task
 
 

@@ -1,0 +1,86 @@
+"""LowLaneOverflow: a full low lane holds low-lane records apart and never the high lane's;
+held records enter the batcher in arrival order as it makes room; the low lane is paused
+while any is held; a revoked partition's held records are dropped."""
+
+from __future__ import annotations
+
+import asyncio
+
+from rtaudit.engine.batcher import Batcher, BatcherConfig
+from rtaudit.workers.lane_intake import LowLaneOverflow, Work
+
+from .builders import task
+
+FAR = 10**13
+
+
+class Msg:
+    def __init__(self, topic: str, partition: int = 0) -> None:
+        self._topic, self._partition = topic, partition
+
+    def topic(self) -> str:
+        return self._topic
+
+    def partition(self) -> int:
+        return self._partition
+
+
+class Control:
+    lo_overflow = 0
+
+
+def work(i: int, topic: str = "audit.text.lo", partition: int = 0) -> Work:
+    return Work(Msg(topic, partition), task(request_id=f"r{i}", deadline_ms=FAR))  # type: ignore[arg-type]
+
+
+def test_a_full_low_lane_never_holds_up_the_high_lane() -> None:
+    async def run() -> None:
+        batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=2, max_queued=2))
+        control = Control()
+        overflow = LowLaneOverflow(batcher, control)  # type: ignore[arg-type]
+        for i in range(5):
+            await asyncio.wait_for(overflow.put(work(i), "lo"), 1)  # never waits
+        hi = work(99, "audit.text.hi")
+        await asyncio.wait_for(overflow.put(hi, "hi"), 1)
+        await overflow.settle()
+        assert batcher.queued("lo") == 2 and batcher.queued("hi") == 1 and len(overflow) == 3
+        assert control.lo_overflow == 3  # the lane control pauses the low lane's partitions
+        taken = []
+        while len(taken) < 6:
+            batch = await asyncio.wait_for(batcher.next_batch(), 1)
+            taken += [p.payload.task.request_id for p in batch.items]  # type: ignore[union-attr]
+            await asyncio.sleep(0)  # the drain moves held records in as room appears
+        assert taken[0] == "r99" and [t for t in taken if t != "r99"] == [f"r{i}" for i in range(5)]
+        assert len(overflow) == 0 and control.lo_overflow == 0
+
+    asyncio.run(run())
+
+
+def test_a_revoked_partition_s_held_records_are_dropped() -> None:
+    async def run() -> None:
+        batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
+        overflow = LowLaneOverflow(batcher)
+        for i in range(4):
+            await overflow.put(work(i, partition=i % 2), "lo")
+        overflow.forget({("audit.text.lo", 1)})
+        assert [w.task.request_id for w in overflow.held] == ["r2"]  # type: ignore[union-attr]
+        overflow.cancel()
+
+    asyncio.run(run())
+
+
+def test_past_max_held_the_intake_waits_for_room() -> None:
+    async def run() -> None:
+        batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
+        overflow = LowLaneOverflow(batcher, max_held=2)
+        for i in range(5):
+            await overflow.put(work(i), "lo")
+        settling = asyncio.ensure_future(overflow.settle())
+        await asyncio.sleep(0.01)
+        assert not settling.done()  # 4 held > 2: back-pressure
+        for _ in range(5):
+            await asyncio.wait_for(batcher.next_batch(), 1)
+            await asyncio.sleep(0)
+        await asyncio.wait_for(settling, 1)
+
+    asyncio.run(run())

@@ -1,0 +1,389 @@
+"""A modality worker's Kafka side (:func:`rtaudit.workers.modality.modality_app` is the rest):
+one confluent-kafka consumer of both lane topics owned by an intake thread, one producer
+whose delivery callbacks a delivery thread serves, lag readings and the low lane's pause
+(:class:`LaneControl`), and in-order acks and offset commits (:class:`LaneIntake`). See the
+flow in :mod:`rtaudit.workers.modality`."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+
+from rtaudit.engine.batcher import LANE_NAMES, Batcher, LaneName
+from rtaudit.schemas.codec import decode
+from rtaudit.schemas.errors import AuditError
+from rtaudit.schemas.messages import ModalityTask
+from rtaudit.topics.catalog import DLQ
+from rtaudit.workers import metrics
+from rtaudit.workers.acks import InOrderAcks
+from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.settings import Settings
+from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, consume_batch, dead_letter_output
+
+log = logging.getLogger(__name__)
+#: seconds between lag readings / lane pause decisions.
+CONTROL_INTERVAL_S = 0.05
+#: seconds a fetched consumer position of a not-yet-seen partition is reused.
+POSITION_CACHE_S = 1.0
+#: most records one ``consume`` call returns.
+INTAKE_BATCH = 1000
+#: longest wait of one ``consume`` call for its first record, s.
+INTAKE_POLL_S = 0.05
+#: seconds between offset commits of the acked prefix.
+COMMIT_INTERVAL_S = 0.5
+#: longest wait of one ``Producer.poll`` of the delivery thread, s.
+DELIVERY_POLL_S = 0.05
+#: low-lane records the intake may hold beyond the batcher's full low lane before it stops
+#: fetching (the low lane's partitions are paused as soon as it holds any).
+LO_OVERFLOW_MAX = 2 * INTAKE_BATCH
+
+
+#: a partition: ``(topic, partition)``.
+TP = tuple[str, int]
+
+
+@dataclass(eq=False)
+class Work:
+    """A consumed record and its decoded task (``None`` for a record bound for the DLQ)."""
+
+    message: Message
+    task: ModalityTask | None
+
+    @property
+    def tp(self) -> TP:
+        return (self.message.topic(), self.message.partition())
+
+
+class LaneControl:
+    """Lag readings and low-lane pausing for one worker (a confluent-kafka consumer).
+
+    A confluent-kafka consumer serialises its calls: one made while another thread is
+    inside ``consume`` waits for it, so the consumer-side steps (:meth:`read_lag`,
+    :meth:`sync_pause`, :meth:`seen`, :meth:`forget`) run in the intake thread and only
+    :meth:`apply_lag` runs on the event loop.
+
+    ``next_offset`` holds, per partition, the offset after the last record the
+    intake received: the worker's position. Lag = high watermark seen while fetching −
+    position, clamped at 0; before any record of a partition arrived, the consumer's
+    own position is used.
+    """
+
+    def __init__(self, consumer: Any, role: str, lanes: dict[str, LaneName], batcher: Batcher[Any]) -> None:
+        self.consumer, self.role, self.lanes, self.batcher = consumer, role, lanes, batcher
+        self.next_offset: dict[TP, int] = {}
+        self.paused: set[TP] = set()
+        self.assigned: set[TP] = set()
+        #: set on the event loop by :meth:`apply_lag`, read by the consumer's thread.
+        self.want_lo_paused = False
+        #: low-lane records the intake holds because the batcher's low lane is full (set on the loop).
+        self.lo_overflow = 0
+        self._positions: dict[TP, tuple[int | None, float]] = {}
+
+    def seen(self, last_offsets: dict[TP, int]) -> None:
+        """Records up to ``last_offsets[tp]`` (the last offset received per partition) arrived."""
+        for tp, offset in last_offsets.items():
+            self.next_offset[tp] = max(self.next_offset.get(tp, 0), offset + 1)
+
+    def forget(self, tps: list[TP]) -> None:
+        """Partitions revoked: their positions are no longer ours."""
+        for tp in tps:
+            self.next_offset.pop(tp, None)
+            self._positions.pop(tp, None)
+            self.paused.discard(tp)
+
+    def _position(self, tp: TP) -> int | None:
+        """The consumer's position of a partition no record came from yet (cached 1 s)."""
+        cached = self._positions.get(tp)
+        now = time.monotonic()
+        if cached is None or now - cached[1] > POSITION_CACHE_S:
+            [pos] = self.consumer.position([TopicPartition(*tp)])
+            cached = self._positions[tp] = (pos.offset if pos.offset >= 0 else None, now)
+        return cached[0]
+
+    def read_lag(self) -> dict[LaneName, int]:
+        """Consumer side (the thread that owns the consumer): lag per lane, summed over the
+        assigned partitions, and the per-partition lag gauge."""
+        consumer = self.consumer
+        self.assigned = {(tp.topic, tp.partition) for tp in consumer.assignment() if tp.topic in self.lanes}
+        lag: dict[LaneName, int] = {lane: 0 for lane in LANE_NAMES}
+        for tp in self.assigned:
+            try:
+                _, highwater = consumer.get_watermark_offsets(TopicPartition(*tp), cached=True)
+                if highwater is None or highwater < 0:
+                    continue  # nothing fetched yet
+                position = self.next_offset.get(tp)
+                if position is None:
+                    position = self._position(tp)
+            except KafkaException:
+                continue  # revoked while we read it
+            if position is None:
+                continue
+            tp_lag = max(0, highwater - position)
+            lag[self.lanes[tp[0]]] += tp_lag
+            metrics.CONSUMER_LAG.labels(self.role, tp[0], str(tp[1])).set(tp_lag)
+        return lag
+
+    def apply_lag(self, lag: dict[LaneName, int]) -> None:
+        """Batcher side (the event loop): feed the lag, decide whether the low lane should
+        be paused (:attr:`want_lo_paused`), set the batcher gauges."""
+        for lane in LANE_NAMES:
+            self.batcher.set_lag(lane, lag[lane])
+        self.want_lo_paused = self.batcher.update_lo_pause() or self.lo_overflow > 0
+        stats = self.batcher.stats()
+        metrics.BATCH_WINDOW_SECONDS.labels(self.role).set(stats.window_ms / 1000.0)
+        metrics.BATCH_SIZE_LIMIT.labels(self.role).set(stats.size_limit)
+        metrics.BATCH_LAST_SIZE.labels(self.role).set(stats.last_batch_size)
+        metrics.MODEL_OCCUPANCY.labels(self.role).set(stats.occupancy)
+        metrics.BATCHER_LAG.labels(self.role).set(stats.lag)
+        metrics.BATCHER_QUEUED.labels(self.role, "hi").set(stats.queued_hi)
+        metrics.BATCHER_QUEUED.labels(self.role, "lo").set(stats.queued_lo)
+
+    def sync_pause(self) -> None:
+        """Consumer side: pause or resume the low lane's partitions to match :attr:`want_lo_paused`
+        (every time: a rebalance resumes what it assigns)."""
+        self.paused &= self.assigned  # revoked partitions are no longer ours to resume
+        lo_tps = {tp for tp in self.assigned if self.lanes[tp[0]] == "lo"}
+        try:
+            if self.want_lo_paused:
+                if lo_tps - self.paused:
+                    self.consumer.pause([TopicPartition(*tp) for tp in lo_tps - self.paused])
+                self.paused |= lo_tps
+            elif self.paused:
+                self.consumer.resume([TopicPartition(*tp) for tp in self.paused])
+                self.paused = set()
+        except KafkaException as exc:  # a partition left meanwhile: the next tick decides again
+            log.debug("%s lane pause/resume skipped: %s", self.role, exc)
+        metrics.LO_LANE_PAUSED.labels(self.role).set(int(bool(self.paused)))
+
+    def tick(self) -> None:
+        """All three steps in one thread (tests; a worker splits them across its threads)."""
+        self.apply_lag(self.read_lag())
+        self.sync_pause()
+
+
+class LaneIntake:
+    """The worker's Kafka side: one consumer of both lanes, owned by the intake thread (read
+    in batches; lag readings, lane pauses and offset commits happen there too, between
+    ``consume`` calls), one producer, and in-order acks kept on the event loop.
+
+    ``accept`` (a coroutine function run on the event loop) receives each consumed batch
+    as ``(Work, decode error or None)`` pairs; the thread waits for it before fetching again.
+    """
+
+    def __init__(
+        self, settings: Settings, role: str, topics: list[str], lanes: dict[str, LaneName], batcher: Batcher[Any],
+        accept: Callable[[list[tuple[Work, AuditError | None]]], Any],
+    ) -> None:
+        self.role = role
+        self.topics = topics
+        self.accept = accept
+        self.consumer = Consumer(consumer_config(settings, f"rtaudit-{role}"))
+        self.producer = Producer(producer_config(settings))
+        self.control = LaneControl(self.consumer, role, lanes, batcher)
+        self.deliveries = DeliveryTracker()
+        self.acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.tp)
+        #: low-lane records held while the batcher's low lane is full (event loop side).
+        self.overflow = LowLaneOverflow(batcher, self.control)
+        #: per partition, the offset after the acked prefix not yet committed (loop writes, thread commits).
+        self._to_commit: dict[TP, int] = {}
+        self._commit_lock = threading.Lock()
+        self._stop = threading.Event()
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- event loop side -------------------------------------------------------------
+    def produce(self, topic: str, key: bytes | None, value: bytes, batch: BatchDelivery | None = None) -> None:
+        """Hand one output to the producer (no waiting); a full local queue is drained first.
+        With ``batch``, the output counts toward that batch's acknowledgement."""
+        if batch is not None:
+            batch.add()
+        while True:
+            try:
+                self.producer.produce(topic, value, key, on_delivery=batch or self.deliveries)
+                return
+            except BufferError:
+                self.producer.poll(0.05)
+
+    def dead_letter(self, work: Work, error: AuditError, batch: BatchDelivery | None = None) -> None:
+        """Hand ``work``'s DLQ record (original bytes, position, reason) to the producer."""
+        self.produce(DLQ, *dead_letter_output(self.role, work.message, error), batch=batch)
+
+    def _serve_deliveries(self) -> None:
+        """The delivery thread: serve the producer's delivery callbacks until :meth:`stop`."""
+        while not self._stop.is_set():
+            self.producer.poll(DELIVERY_POLL_S)
+
+    async def delivered(self, executor: ThreadPoolExecutor) -> None:
+        """Wait until the broker acknowledged every output handed over so far. Raises
+        :class:`rtaudit.workers.stream.DeliveryFailed` when one failed (the caller crashes the worker)."""
+        await asyncio.get_running_loop().run_in_executor(executor, self.producer.flush, 30.0)
+        self.deliveries.raise_if_failed()
+
+    def finish(self, works: list[Work]) -> None:
+        """``works``' outputs are on the broker: ack them (and what they unblock)."""
+        ready_offsets = {}
+        for work in works:
+            for ready in self.acks.done(work):
+                ready_offsets[ready.tp] = ready.message.offset() + 1
+        with self._commit_lock:
+            self._to_commit.update(ready_offsets)
+
+    # -- intake thread ---------------------------------------------------------------
+    def _commit(self, only: set[TP] | None = None) -> None:
+        """Commit the acked prefix of every partition (of ``only``, synchronously, on revoke)."""
+        with self._commit_lock:
+            if only is None:
+                offsets, self._to_commit = self._to_commit, {}
+            else:
+                offsets = {tp: o for tp, o in self._to_commit.items() if tp in only}
+                for tp in offsets:
+                    del self._to_commit[tp]
+        if offsets:
+            try:
+                self.consumer.commit(
+                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=only is None
+                )
+            except KafkaException as exc:
+                log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.role, exc)
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("%s revoked %s", self.role, tps)
+        self._commit(set(tps))
+        self.control.forget(tps)
+        assert self._loop is not None
+
+        async def forget_acks() -> None:
+            for tp in tps:
+                self.acks.forget(tp)
+            self.overflow.forget(set(tps))
+
+        try:
+            asyncio.run_coroutine_threadsafe(forget_acks(), self._loop).result(10)
+        except (TimeoutError, RuntimeError) as exc:  # the event loop is gone: shutting down
+            log.warning("%s could not forget %s: %s", self.role, tps, exc)
+
+    def run(self, loop: asyncio.AbstractEventLoop) -> None:
+        """The intake thread: consume batches and hand them to ``accept`` on ``loop``; every
+        50 ms read the lag (applied to the batcher on the loop) and sync the low lane's pause;
+        every 0.5 s commit the acked prefix; until :meth:`stop`."""
+        self._loop = loop
+        threading.Thread(target=self._serve_deliveries, name=f"{self.role}-deliveries", daemon=True).start()
+        self.consumer.subscribe(
+            self.topics, on_assign=lambda c, ps: log.info("%s assigned %s", self.role, [(p.topic, p.partition) for p in ps]),
+            on_revoke=self._on_revoke, on_lost=self._on_revoke,
+        )
+        next_control = next_commit = time.monotonic()
+        try:
+            while not self._stop.is_set():
+                works = []
+                last_offsets: dict[TP, int] = {}
+                for m in consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S):
+                    err = m.error()
+                    if err is not None:
+                        if err.code() != KafkaError._PARTITION_EOF:
+                            log.warning("%s consume error: %s", self.role, err)
+                        continue
+                    last_offsets[(m.topic(), m.partition())] = m.offset()  # in offset order per partition
+                    try:
+                        task: ModalityTask | None = decode(m.value() or b"", ModalityTask)
+                        error = None
+                    except AuditError as exc:
+                        task, error = None, exc
+                    works.append((Work(m, task), error))
+                self.control.seen(last_offsets)
+                if works:
+                    self._wait(asyncio.run_coroutine_threadsafe(self.accept(works), loop))
+                now = time.monotonic()
+                if now >= next_control:
+                    loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
+                    self.control.sync_pause()
+                    next_control = now + CONTROL_INTERVAL_S
+                if now >= next_commit:
+                    self._commit()
+                    next_commit = now + COMMIT_INTERVAL_S
+            self._commit()
+        finally:
+            self.consumer.close()
+
+    def _wait(self, fut: Any) -> None:
+        """Wait for ``accept`` (it blocks while the batcher is full), but not past :meth:`stop`."""
+        while True:
+            try:
+                fut.result(0.5)
+                return
+            except TimeoutError:
+                if self._stop.is_set():
+                    fut.cancel()
+                    return
+
+    def stop(self) -> None:
+        self._stop.set()
+
+
+class LowLaneOverflow:
+    """Where a decoded record waits when the batcher's low lane is full (event loop side).
+
+    A high-lane record waits for room in its lane (back-pressure). A low-lane record that
+    finds its lane full, or older low-lane records already held, is held here in arrival
+    order and moved into the batcher as the lane makes room; while any is held the
+    :class:`LaneControl` pauses the low lane's partitions. Before, the intake awaited room
+    record by record, so a full low lane held every high-lane record behind it (bench
+    --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
+    ``max_held`` records, :meth:`settle` waits for the backlog to shrink (the intake stops).
+    """
+
+    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX) -> None:
+        self.batcher, self.control, self.max_held = batcher, control, max_held
+        self.held: deque[Work] = deque()
+        self._drain: asyncio.Future[None] | None = None
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    async def put(self, work: Work, lane: LaneName) -> None:
+        """Queue a decoded record on ``lane``: the batcher, or held (see the class docstring)."""
+        assert work.task is not None
+        if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
+            self.held.append(work)
+            return
+        await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id)
+
+    async def settle(self) -> None:
+        """After a consumed batch: start moving held records, report the count to the lane
+        control, and wait while more than ``max_held`` are held."""
+        self._report()
+        if self.held and (self._drain is None or self._drain.done()):
+            self._drain = asyncio.ensure_future(self._drain_held())
+        if len(self.held) > self.max_held and self._drain is not None:
+            await asyncio.shield(self._drain)
+
+    def forget(self, partitions: set[TP]) -> None:
+        """Partitions revoked: their held records are another member's now."""
+        self.held = deque(w for w in self.held if w.tp not in partitions)
+        self._report()
+
+    def cancel(self) -> None:
+        if self._drain is not None:
+            self._drain.cancel()
+
+    async def _drain_held(self) -> None:
+        while self.held:
+            work = self.held[0]
+            assert work.task is not None
+            await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id)
+            if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
+                self.held.popleft()
+            self._report()
+
+    def _report(self) -> None:
+        if self.control is not None:
+            self.control.lo_overflow = len(self.held)
