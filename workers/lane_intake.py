@@ -302,6 +302,9 @@ class LaneIntake:
                 self.control.seen(last_offsets)
                 if works:
                     self._wait(asyncio.run_coroutine_threadsafe(self.accept(works), loop))
+                    if self.control.lo_overflow and not self.control.want_lo_paused:
+                        self.control.want_lo_paused = True  # pause the low lane now, not at the next tick:
+                        self.control.sync_pause()  # every consume until then adds prefetched low-lane records
                 now = time.monotonic()
                 if now >= next_control:
                     loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
@@ -345,6 +348,7 @@ class LowLaneOverflow:
         self.batcher, self.control, self.max_held = batcher, control, max_held
         self.held: deque[Work] = deque()
         self._drain: asyncio.Future[None] | None = None
+        self._below_max = asyncio.Event()
 
     def __len__(self) -> int:
         return len(self.held)
@@ -363,13 +367,16 @@ class LowLaneOverflow:
         self._report()
         if self.held and (self._drain is None or self._drain.done()):
             self._drain = asyncio.ensure_future(self._drain_held())
-        if len(self.held) > self.max_held and self._drain is not None:
-            await asyncio.shield(self._drain)
+        while len(self.held) > self.max_held:  # until back under the bound, not until drained
+            self._below_max.clear()
+            await self._below_max.wait()
 
     def forget(self, partitions: set[TP]) -> None:
         """Partitions revoked: their held records are another member's now."""
         self.held = deque(w for w in self.held if w.tp not in partitions)
         self._report()
+        if len(self.held) <= self.max_held:
+            self._below_max.set()
 
     def cancel(self) -> None:
         if self._drain is not None:
@@ -383,6 +390,8 @@ class LowLaneOverflow:
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
                 self.held.popleft()
             self._report()
+            if len(self.held) <= self.max_held:
+                self._below_max.set()
 
     def _report(self) -> None:
         if self.control is not None:
