@@ -20,6 +20,19 @@ Each loader returns a list of :class:`Example` (text, per-category 0/1 labels,
   marked it (posts labelled normal have none).
 * **cold** (Deng et al. 2022, Chinese): COLD's own ``train.csv`` / ``dev.csv``;
   ``offensive`` = label 1.
+* **hatemoji_build** (HatemojiBuild, Kirk et al. 2022, "Hatemoji: A Test Suite and Adversarially-Generated
+  Dataset for Benchmarking and Detecting Emoji-based Hate", NAACL; CC BY 4.0; repository
+  ``HannahKirk/Hatemoji`` at commit ``a626f63``; 5,912 English posts in which emoji stand in for
+  identities, threats or slurs, with hateful / non-hateful pairs that differ by one emoji): its
+  official ``train.csv`` (4,728 rows) → train, ``validation.csv`` (591) → dev, ``test.csv`` (593)
+  → test (reported only, never fitted or tuned on). ``hate`` = ``label_gold``. ``offensive`` =
+  ``label_gold`` too (hate is offensive, as in Davidson and HateXplain), except on hateful rows
+  of ``type`` ``animosity`` (implicit hate in neutral wording: "I won't allow my child to mix with
+  them 👩‍❤️‍💋‍👩"), which carry no ``offensive`` label: as offensive positives they pushed neutral
+  sentences of the benign list over the line. About a quarter of the non-hateful rows swear at
+  no protected group ("fuck off 😡"): offensive, though not hate; training drops their
+  ``offensive`` label (:func:`rtaudit.engine.text.train.unlabel_profane_contrasts`).
+  ``targeted_insult`` is not annotated.
 * **jigsaw_sample** (Jigsaw toxic comments, 101 rows): test only, never trained
   on. ``offensive`` = toxic, ``hate`` = identity_hate, ``targeted_insult`` = insult,
   ``threat`` = threat.
@@ -40,7 +53,9 @@ SPLIT_SEED = 20261129
 DEV_FRACTION = 0.2
 #: categories the English head predicts, in output order.
 CATEGORIES: tuple[str, ...] = ("offensive", "hate", "targeted_insult")
-DATASETS = ("davidson", "olid", "hatexplain", "cold", "jigsaw_sample")
+DATASETS = ("davidson", "olid", "hatexplain", "cold", "jigsaw_sample", "hatemoji_build")
+#: HatemojiBuild file stem → this project's split name.
+HATEMOJI_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
 
 @dataclass(frozen=True)
@@ -72,6 +87,7 @@ def data_files(root: Path) -> dict[str, list[Path]]:
         "hatexplain": [t / "hatexplain/hatexplain_train_val.ndjson.gz", t / "hatexplain/post_id_divisions_train_val.json"],
         "cold": [t / "cold/train.csv", t / "cold/dev.csv"],
         "jigsaw_sample": [t / "jigsaw_sample/examples.csv"],
+        "hatemoji_build": [t / f"hatemoji_build/{stem}.csv" for stem in HATEMOJI_SPLITS],
     }
 
 
@@ -142,7 +158,20 @@ def load_jigsaw(root: Path) -> list[Example]:
     return out
 
 
-LOADERS = {"davidson": load_davidson, "olid": load_olid, "hatexplain": load_hatexplain, "cold": load_cold, "jigsaw_sample": load_jigsaw}
+def load_hatemoji(root: Path) -> list[Example]:
+    out = []
+    for path in data_files(root)["hatemoji_build"]:
+        split = HATEMOJI_SPLITS[path.stem]
+        with open(path, newline="", encoding="utf-8") as f:
+            for row in csv.DictReader(f):
+                hate = int(row["label_gold"])
+                labels = {"hate": hate} if hate and row["type"] == "animosity" else {"hate": hate, "offensive": hate}
+                out.append(Example(row["text"], labels, "hatemoji_build", split, row["entry_id"]))
+    return out
+
+
+LOADERS = {"davidson": load_davidson, "olid": load_olid, "hatexplain": load_hatexplain, "cold": load_cold, "jigsaw_sample": load_jigsaw,
+           "hatemoji_build": load_hatemoji}
 
 
 def load(dataset: str, root: Path, split: str | None = None) -> list[Example]:

@@ -12,6 +12,10 @@
   overlaps it; micro-averaged over tokens. Baseline: alt-profanity-check's per-word spans.
 * :func:`evasion` — the evasion suite and benign list of
   :mod:`rtaudit.engine.text.robustness` on offensive dev texts (recall relative to clean).
+* :func:`hatemoji` — HatemojiBuild (Kirk et al. 2022, CC BY 4.0; emoji-based hate) validation
+  or test split: macro-F1 over both classes of ``label_gold`` (scikit-learn ``average="macro"``),
+  flagged = any category ≥ 0.5 (the policy's view today) and = ``hate`` ≥ 0.5. The test split is
+  for reporting only: training and model selection never read it.
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
 
 ``quick=True`` uses fixed samples (the first items by a seeded hash of their id)
@@ -149,6 +153,21 @@ def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ig
 
     return (evasion_report(ours, offensive, label="rtaudit-text"),
             evasion_report(scorer.lexical.score_texts, offensive, label="alt-profanity-check"))
+
+
+def hatemoji(scorer: TextScorer, root: Path, split: str = "dev") -> dict[str, float]:
+    """``{"rows", "macro_f1", "macro_f1_hate", "flagged_non_hateful"}`` on HatemojiBuild's ``split``
+    (``dev`` = its validation file, ``test``); see the module docstring. ``flagged_non_hateful`` is
+    the share of non-hateful rows with some category ≥ 0.5."""
+    from sklearn.metrics import f1_score
+
+    rows = D.load("hatemoji_build", root, split)
+    y = np.array([r.labels["hate"] for r in rows])
+    scores = score_matrix(scorer, [r.text for r in rows], batch_size=128)
+    flagged = np.array([max(s.values()) >= 0.5 for s in scores])
+    hate = np.array([s.get("hate", 0.0) >= 0.5 for s in scores])
+    return {"rows": len(rows), "macro_f1": float(f1_score(y, flagged, average="macro")),
+            "macro_f1_hate": float(f1_score(y, hate, average="macro")), "flagged_non_hateful": float(flagged[y == 0].mean())}
 
 
 def throughput(scorer: TextScorer, root: Path, *, quick: bool = False, batch_size: int = 64) -> dict[str, float]:

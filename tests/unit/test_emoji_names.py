@@ -3,9 +3,6 @@ offsets back to the emoji, letter-shaped emoji left to the letter step, routing 
 
 from __future__ import annotations
 
-import csv
-
-import numpy as np
 import pytest
 
 from rtaudit.engine.text import normalize
@@ -136,19 +133,14 @@ def test_everyday_emoji_stay_benign(text_scorer):
 
 
 #: HatemojiBuild validation (591 rows), flagged = any category >= 0.5: macro-F1 0.477 with raw
-#: emoji, 0.505 with names (shipped heads, not trained on emoji); floor 0.02 under the latter.
-HATEMOJI_VALIDATION_FLOOR = 0.485
+#: emoji, 0.503 with names (heads not trained on emoji), 0.551 with heads trained on its train split
+#: (artifacts 2026-12-01-c9b65e4c; test split 0.547, reported only); floor just under the latter.
+HATEMOJI_VALIDATION_FLOOR = 0.54
 
 
 def test_hatemoji_build_validation_macro_f1(text_scorer, data_dir):
-    from sklearn.metrics import f1_score
+    from rtaudit.engine.text.evaluation import hatemoji
 
-    path = data_dir / "text" / "hatemoji_build" / "validation.csv"
-    with open(path, encoding="utf-8", newline="") as f:
-        rows = list(csv.DictReader(f))
-    texts = [r["text"] for r in rows]
-    y = np.array([int(r["label_gold"]) for r in rows])
-    flagged = np.array([max(r.scores.values()) >= 0.5
-                        for lo in range(0, len(texts), 128)
-                        for r in text_scorer.score(texts[lo:lo + 128], evidence=False)])
-    assert f1_score(y, flagged, average="macro") >= HATEMOJI_VALIDATION_FLOOR
+    result = hatemoji(text_scorer, data_dir, "dev")
+    assert result["rows"] == 591
+    assert result["macro_f1"] >= HATEMOJI_VALIDATION_FLOOR, result

@@ -121,8 +121,9 @@ def test_chinese_insult_inside_an_english_post_is_scored_by_the_chinese_model(te
     assert benign.scores["offensive"] < 0.5
 
 
-#: macro-F1 floors on fixed 120-row dev samples: measured with the committed artifacts
-#: (davidson 0.641, olid 0.557, hatexplain 0.679, cold 0.909) minus 0.05.
+#: macro-F1 floors on fixed 120-row dev samples: set at the then-measured rates minus 0.05; with the
+#: artifacts trained with HatemojiBuild (2026-12-01-c9b65e4c): davidson 0.693, olid 0.662,
+#: hatexplain 0.654, cold 0.909 (before it: 0.699, 0.656, 0.664, 0.909).
 QUALITY_FLOORS = {"davidson": 0.59, "olid": 0.50, "hatexplain": 0.63, "cold": 0.85}
 
 
@@ -151,6 +152,21 @@ def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
     for g in ("davidson", "olid"):
         m = groups == g
         assert np.isclose(w[m & (y == 1)].sum() / w[m].sum(), 0.5)
+
+
+def test_hatemoji_build_uses_its_official_splits_and_its_test_split_is_never_trained_on(data_dir):
+    from rtaudit.engine.text.train import english_examples
+
+    rows = D.load("hatemoji_build", data_dir)
+    assert [sum(r.split == s for r in rows) for s in ("train", "dev", "test")] == [4728, 591, 593]
+    assert all(r.labels["hate"] in (0, 1) and "targeted_insult" not in r.labels for r in rows)
+    assert all(r.labels.get("offensive", 1) == r.labels["hate"] for r in rows)
+    assert {r.split for r in english_examples(data_dir)} == {"train", "dev"}
+    manifest = load_manifest()
+    assert "text/hatemoji_build/train.csv" in manifest["training_data"]
+    assert "text/hatemoji_build/test.csv" not in manifest["training_data"]
+    provenance = manifest["data_provenance"]["hatemoji_build"]
+    assert (provenance["licence"], provenance["repository"], provenance["commit"]) == ("CC-BY-4.0", "HannahKirk/Hatemoji", "a626f63")
 
 
 def test_manifest_records_balanced_training_weights():
