@@ -44,7 +44,11 @@ COMMIT_INTERVAL_S = 0.5
 DELIVERY_POLL_S = 0.05
 #: low-lane records the intake may hold beyond the batcher's full low lane before it stops
 #: fetching (the low lane's partitions are paused as soon as it holds any).
-LO_OVERFLOW_MAX = 2 * INTAKE_BATCH
+LO_OVERFLOW_MAX = 4 * INTAKE_BATCH
+#: held low-lane records at which the low lane's partitions are paused...
+LO_OVERFLOW_PAUSE = 2 * INTAKE_BATCH
+#: ...and at or below which they are resumed (what is held and batched covers the re-fetch).
+LO_OVERFLOW_RESUME = INTAKE_BATCH // 2
 
 
 #: a partition: ``(topic, partition)``.
@@ -86,6 +90,7 @@ class LaneControl:
         self.want_lo_paused = False
         #: low-lane records the intake holds because the batcher's low lane is full (set on the loop).
         self.lo_overflow = 0
+        self._overflow_pause = False
         self._positions: dict[TP, tuple[int | None, float]] = {}
 
     def seen(self, last_offsets: dict[TP, int]) -> None:
@@ -137,7 +142,7 @@ class LaneControl:
         be paused (:attr:`want_lo_paused`), set the batcher gauges."""
         for lane in LANE_NAMES:
             self.batcher.set_lag(lane, lag[lane])
-        self.want_lo_paused = self.batcher.update_lo_pause() or self.lo_overflow > 0
+        self.want_lo_paused = self.batcher.update_lo_pause() or self.overflow_pause()
         stats = self.batcher.stats()
         metrics.BATCH_WINDOW_SECONDS.labels(self.role).set(stats.window_ms / 1000.0)
         metrics.BATCH_SIZE_LIMIT.labels(self.role).set(stats.size_limit)
@@ -146,6 +151,17 @@ class LaneControl:
         metrics.BATCHER_LAG.labels(self.role).set(stats.lag)
         metrics.BATCHER_QUEUED.labels(self.role, "hi").set(stats.queued_hi)
         metrics.BATCHER_QUEUED.labels(self.role, "lo").set(stats.queued_lo)
+
+    def overflow_pause(self) -> bool:
+        """Whether the low-lane records held beside the batcher ask for the low lane's pause:
+        from ``LO_OVERFLOW_PAUSE`` held until they fall to ``LO_OVERFLOW_RESUME`` (pausing at
+        the first held record made every backlog pause, purge its prefetch and re-fetch in
+        turn: a null-model text worker fell from 12,900 to 6,200 records/s)."""
+        if self.lo_overflow >= LO_OVERFLOW_PAUSE:
+            self._overflow_pause = True
+        elif self.lo_overflow <= LO_OVERFLOW_RESUME:
+            self._overflow_pause = False
+        return self._overflow_pause
 
     def sync_pause(self) -> None:
         """Consumer side: pause or resume the low lane's partitions to match :attr:`want_lo_paused`
@@ -302,7 +318,7 @@ class LaneIntake:
                 self.control.seen(last_offsets)
                 if works:
                     self._wait(asyncio.run_coroutine_threadsafe(self.accept(works), loop))
-                    if self.control.lo_overflow and not self.control.want_lo_paused:
+                    if not self.control.want_lo_paused and self.control.overflow_pause():
                         self.control.want_lo_paused = True  # pause the low lane now, not at the next tick:
                         self.control.sync_pause()  # every consume until then adds prefetched low-lane records
                 now = time.monotonic()
@@ -337,8 +353,8 @@ class LowLaneOverflow:
 
     A high-lane record waits for room in its lane (back-pressure). A low-lane record that
     finds its lane full, or older low-lane records already held, is held here in arrival
-    order and moved into the batcher as the lane makes room; while any is held the
-    :class:`LaneControl` pauses the low lane's partitions. Before, the intake awaited room
+    order and moved into the batcher as the lane makes room; from ``LO_OVERFLOW_PAUSE`` held
+    the :class:`LaneControl` pauses the low lane's partitions (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
     record by record, so a full low lane held every high-lane record behind it (bench
     --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
     ``max_held`` records, :meth:`settle` waits for the backlog to shrink (the intake stops).

@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 
 from rtaudit.engine.batcher import Batcher, BatcherConfig
-from rtaudit.workers.lane_intake import LowLaneOverflow, Work
+from rtaudit.workers.lane_intake import LO_OVERFLOW_PAUSE, LO_OVERFLOW_RESUME, LaneControl, LowLaneOverflow, Work
 
 from .builders import task
 
@@ -44,7 +44,7 @@ def test_a_full_low_lane_never_holds_up_the_high_lane() -> None:
         await asyncio.wait_for(overflow.put(hi, "hi"), 1)
         await overflow.settle()
         assert batcher.queued("lo") == 2 and batcher.queued("hi") == 1 and len(overflow) == 3
-        assert control.lo_overflow == 3  # the lane control pauses the low lane's partitions
+        assert control.lo_overflow == 3  # reported to the lane control (which pauses from LO_OVERFLOW_PAUSE)
         taken = []
         while len(taken) < 6:
             batch = await asyncio.wait_for(batcher.next_batch(), 1)
@@ -84,3 +84,12 @@ def test_past_max_held_the_intake_waits_for_room() -> None:
         await asyncio.wait_for(settling, 1)
 
     asyncio.run(run())
+
+
+def test_the_low_lane_pauses_from_a_held_backlog_and_resumes_when_it_is_nearly_gone() -> None:
+    control = LaneControl(None, "text", {}, Batcher(BatcherConfig(max_size=4)))
+    seen = []
+    for held in (1, LO_OVERFLOW_PAUSE - 1, LO_OVERFLOW_PAUSE, LO_OVERFLOW_RESUME + 1, LO_OVERFLOW_RESUME, 1, 0):
+        control.lo_overflow = held
+        seen.append(control.overflow_pause())
+    assert seen == [False, False, True, True, False, False, False]
