@@ -42,6 +42,7 @@ from rtaudit.engine.models import StageOutput
 from rtaudit.engine.models.null import NULL_SCORES
 from rtaudit.schemas.messages import ModalityTask, ModelRef, Verdict
 from rtaudit.workers.demo import percentile
+from rtaudit.workers.stream import consume_batch
 
 QUIET = "quiet"
 #: configuration → the flooding tenant's id and ``over_quota`` (``None``: no quota).
@@ -286,11 +287,12 @@ class VerdictReader:
 
         while not self._stop.is_set():
             try:
-                first = self._consumer.poll(0.05)
-                if first is None:
+                # as soon as one record is there (consume(n, timeout) alone would wait for n
+                # records or the whole timeout: measured +25 ms P50 on every latency)
+                msgs = consume_batch(self._consumer, 1000, 0.05)
+                if not msgs:
                     continue
                 now = time.time()
-                msgs = [first, *self._consumer.consume(num_messages=1000, timeout=0)]
             except KafkaException:
                 continue
             with self._cond:
