@@ -131,6 +131,7 @@ class Answer:
     hops: bool = False
     arrived_s: float | None = None
     outcome: str | None = None
+    reasons: tuple[str, ...] = ()
     batch_size: int | None = None
     queue_ms: float | None = None
     routed_ms: int | None = None
@@ -143,7 +144,8 @@ class Phase:
     → manifest produced; ``text``: → partial produced; ``fusion``: → verdict read), mean micro-batch and
     P50 ``queue_ms``; the flood's verdicts by outcome (+ ``unanswered``); the router's counters of its
     requests ``delayed`` (held, then routed) and ``lowered`` (to ``lo``), ``None`` when not read; % of
-    a core per process; the load generator's worst lag behind schedule, ms. Rates in requests/s."""
+    a core per process; the load generator's worst lag behind schedule, ms; the reasons of the quiet tenant's
+    verdicts that were not ``ok``, counted. Rates in requests/s."""
 
     name: str
     quiet_rate: float
@@ -160,6 +162,7 @@ class Phase:
     lowered: int | None = None
     cpu_pct: dict[str, float] = field(default_factory=dict)
     send_lag_ms: float = 0.0
+    quiet_reasons: dict[str, int] = field(default_factory=dict)
 
 
 def _pct(values: Sequence[float]) -> tuple[float, float]:
@@ -181,7 +184,8 @@ def summarize(name: str, quiet_rate: float, flood_rate: float, quiet: Sequence[A
         hops={k: _pct(v) for k, v in hops.items() if v},
         quiet_batch_mean=sum(sizes) / len(sizes) if sizes else float("nan"),
         quiet_queue_p50_ms=percentile([a.queue_ms for a in quiet if a.queue_ms is not None], 50),
-        flood=dict(Counter(a.outcome or "unanswered" for a in flood)), **extra,
+        flood=dict(Counter(a.outcome or "unanswered" for a in flood)),
+        quiet_reasons=dict(Counter(r for a in quiet if a.outcome not in (None, "ok") for r in a.reasons)), **extra,
     )
 
 
@@ -292,7 +296,10 @@ class VerdictReader:
                     try:
                         if a is not None and m.topic() == self._verdicts:
                             if a.arrived_s is None:
-                                a.arrived_s, a.outcome = now, outcome_of(decode(m.value(), Verdict))
+                                v = decode(m.value(), Verdict)
+                                a.arrived_s, a.outcome = now, outcome_of(v)
+                                if a.outcome != "ok":
+                                    a.reasons = tuple(v.reasons)
                                 self._open -= 1
                         elif a is not None and a.hops:
                             rec = decode_scores_record(m.value())
