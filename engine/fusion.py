@@ -31,6 +31,25 @@ class FusionState:
     decided_at_ms: int | None = None
 
 
+def rejection_verdict(policies: PolicyBook, manifest: Manifest, now_ms: int) -> Verdict:
+    """The verdict of a request the router rejected (``manifest.rejection`` set: malformed,
+    disallowed, throttled), built by the router itself so a rejected request costs one record
+    on ``audit.verdicts`` and no fusion hop. The same rules as :meth:`Fusion.verdict`: decision
+    ``policy.quota.on_throttled`` for code ``throttled``, else ``policy.on_rejected``; reasons
+    start with ``rejected: <code>: <message>``.
+
+    Raises:
+        ValueError: ``manifest`` carries no rejection.
+    """
+    if manifest.rejection is None:
+        raise ValueError(f"manifest of {manifest.request_id!r} is not a rejection")
+    state = FusionState(
+        request_id=manifest.request_id, first_seen_ms=now_ms, tenant_id=manifest.tenant_id,
+        manifest=manifest, deadline_ms=manifest.deadline_ms, decided_at_ms=now_ms,
+    )
+    return Fusion(policies).verdict(state, now_ms)
+
+
 @dataclass(frozen=True)
 class Fusion:
     """Fusion rules.

@@ -27,7 +27,7 @@ from rtaudit.workers import metrics
 from rtaudit.workers.acks import InOrderAcks
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, consume_batch, dead_letter_output
+from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, OffsetGapGuard, consume_batch, dead_letter_output
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -203,6 +203,7 @@ class LaneIntake:
         self.topics = topics
         self.accept = accept
         self.consumer = Consumer(consumer_config(settings, f"rtaudit-{role}"))
+        self.gaps = OffsetGapGuard(self.consumer, role)
         self.producer = Producer(producer_config(settings))
         self.control = LaneControl(self.consumer, role, lanes, batcher)
         self.deliveries = DeliveryTracker()
@@ -270,9 +271,14 @@ class LaneIntake:
             except KafkaException as exc:
                 log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.role, exc)
 
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        log.info("%s assigned %s", self.role, [(p.topic, p.partition) for p in partitions])
+        self.gaps.forget(partitions)
+
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         tps = [(tp.topic, tp.partition) for tp in partitions]
         log.info("%s revoked %s", self.role, tps)
+        self.gaps.forget(partitions)
         self._commit(set(tps))
         self.control.forget(tps)
         assert self._loop is not None
@@ -294,15 +300,14 @@ class LaneIntake:
         self._loop = loop
         threading.Thread(target=self._serve_deliveries, name=f"{self.role}-deliveries", daemon=True).start()
         self.consumer.subscribe(
-            self.topics, on_assign=lambda c, ps: log.info("%s assigned %s", self.role, [(p.topic, p.partition) for p in ps]),
-            on_revoke=self._on_revoke, on_lost=self._on_revoke,
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke,
         )
         next_control = next_commit = time.monotonic()
         try:
             while not self._stop.is_set():
                 works = []
                 last_offsets: dict[TP, int] = {}
-                for m in consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S):
+                for m in consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S, self.gaps):
                     err = m.error()
                     if err is not None:
                         if err.code() != KafkaError._PARTITION_EOF:

@@ -31,6 +31,12 @@ END_TO_END_SECONDS = Histogram(
     "rtaudit_end_to_end_latency_seconds", "Request created_at to verdict produced, seconds.",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
+FETCH_GAPS = Counter(
+    "rtaudit_fetch_gaps_total",
+    "Offsets a fetch skipped, per role and topic: 'reread' (the consumer was sought back to them) or "
+    "'accepted' (still missing after the re-reads: compaction or a transaction marker).",
+    ["role", "topic", "action"],
+)
 FUSION_PENDING = Gauge(
     "rtaudit_fusion_pending_requests", "Requests in fusion's table still waiting for a verdict (this process)."
 )

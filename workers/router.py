@@ -17,9 +17,13 @@ deadline, or a full queue, is answered as ``throttle`` answers. The commit offse
 partition never passes a held record: ``min(oldest held offset, offset after the last record
 handled)``, so a router killed with requests held, or a partition revoked, replays them.
 
-Bad input (not JSON, schema violation, disallowed URI) goes to ``audit.dlq``; when
-its request id is readable (from the value, or else the record key), fusion gets a
-rejection manifest so the producer still receives a verdict that says why.
+Bad input (not JSON, schema violation, disallowed URI) goes to ``audit.dlq``. A request the
+router rejects (bad input whose request id is readable from the value, or else the record
+key; a throttled request) is answered by the router itself: one verdict that says why on
+``audit.verdicts`` (:func:`rtaudit.engine.fusion.rejection_verdict`, keyed by the request id, so on
+the partition fusion would have used), and nothing for fusion. A flooding tenant's throttled
+requests thus cost one record in and one out, not three records and a fusion hop (measured:
+``rtaudit bench --isolation``, README "Tenant isolation").
 """
 
 from __future__ import annotations
@@ -32,13 +36,14 @@ from confluent_kafka import Message, TopicPartition
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.delay import HeldQueue, offer
+from rtaudit.engine.fusion import rejection_verdict
 from rtaudit.engine.policy import QuotaPolicy
 from rtaudit.engine.quota import TenantQuotas
 from rtaudit.engine.routing import Router
 from rtaudit.schemas.codec import decode, encode, readable_fields
 from rtaudit.schemas.errors import AuditError, RoutingFailed, Throttled, describe
 from rtaudit.schemas.messages import AuditRequest, Lane, Manifest
-from rtaudit.topics.catalog import REQUESTS, SCORES, lane_topic
+from rtaudit.topics.catalog import REQUESTS, SCORES, VERDICTS, lane_topic
 from rtaudit.workers import metrics
 from rtaudit.workers.app import make_app
 from rtaudit.workers.settings import Settings
@@ -53,8 +58,8 @@ HELD: Literal["held"] = "held"
 
 
 def rejection_manifest(raw: bytes, error: AuditError, key: bytes | None = None) -> Manifest | None:
-    """A manifest that makes fusion answer at once with ``on_rejected``, when the request id is
-    readable from the value or, failing that, from the record key."""
+    """The rejection of a request whose id is readable from the value or, failing that, from the
+    record key (``None`` otherwise): what :func:`rtaudit.engine.fusion.rejection_verdict` answers."""
     fields = readable_fields(raw, key)
     if "request_id" not in fields:
         return None
@@ -175,7 +180,9 @@ class RouterLoop(BatchLoop):
                 self.dead_letter(ROLE, m, exc)
             manifest = rejection_manifest(raw, exc, m.key())
             if manifest is not None:
-                self.produce(SCORES, manifest.request_id.encode(), encode(manifest))
+                verdict = rejection_verdict(self.router.policies, manifest, now_ms())  # the manifest's clock
+                self.produce(VERDICTS, verdict.request_id.encode(), encode(verdict))
+                metrics.VERDICTS.labels(verdict.decision, "false").inc()
         else:
             key = request.request_id.encode()
             for task in plan.tasks:

@@ -36,11 +36,20 @@ def verdict(rid: str, **fields) -> Verdict:  # type: ignore[no-untyped-def]
 
 
 class FakeMessage:
-    def __init__(self, value: bytes) -> None:
-        self._value = value
+    def __init__(self, value: bytes, offset: int) -> None:
+        self._value, self._offset = value, offset
 
     def error(self) -> None:
         return None
+
+    def topic(self) -> str:
+        return "audit.verdicts"
+
+    def partition(self) -> int:
+        return 0
+
+    def offset(self) -> int:
+        return self._offset
 
     def value(self) -> bytes:
         return self._value
@@ -53,6 +62,7 @@ class FakeConsumer:
 
     def __init__(self, conf) -> None:  # type: ignore[no-untyped-def]
         self.records = list(FakeConsumer.pending)
+        self.offset = 0
         self.closed = 0
         FakeConsumer.instances.append(self)
 
@@ -66,7 +76,8 @@ class FakeConsumer:
 
     def poll(self, timeout: float):  # type: ignore[no-untyped-def]
         if self.records:
-            return FakeMessage(self.records.pop(0))
+            self.offset += 1
+            return FakeMessage(self.records.pop(0), self.offset - 1)
         time.sleep(min(timeout, 0.01))
         return None
 

@@ -18,7 +18,7 @@ from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
 from rtaudit.engine.routing import Router
 from rtaudit.schemas.messages import Manifest
-from rtaudit.topics.catalog import DLQ, SCORES
+from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
 from rtaudit.workers.router import RouterLoop
 from rtaudit.workers.settings import SettingsError, load_settings
@@ -183,9 +183,17 @@ class Feed:
 
 
 def manifests(loop: RouterLoop) -> list[dict]:  # type: ignore[type-arg]
-    out = [v for t, _, v in loop.outputs if t == SCORES]
+    """What the router answered, in order: the manifests it sent fusion and, as
+    ``{"request_id", "rejection_code", "rejection", "decision"}``, the verdicts it gave itself."""
+    out = [rejection_of(v) if t == VERDICTS else v for t, _, v in loop.outputs if t in (SCORES, VERDICTS)]
     loop.outputs.clear()
     return out
+
+
+def rejection_of(verdict: dict) -> dict:  # type: ignore[type-arg]
+    """A router verdict's rejection, from its first reason ``rejected: <code>: <message>``."""
+    code, _, message = verdict["reasons"][0].removeprefix("rejected: ").partition(": ")
+    return {"request_id": verdict["request_id"], "rejection_code": code, "rejection": message, "decision": verdict["decision"]}
 
 
 def routed(loop: RouterLoop) -> list[str]:
@@ -205,8 +213,8 @@ def test_held_requests_go_out_fifo_at_the_quota_rate_on_their_lane(make_loop):  
     released: list[tuple[int, list[str]]] = []
     for t in range(T0, T0 + 501, 10):  # the loop ticks at least every 20 ms
         loop.tick(now=t)
-        ids = [m["request_id"] for m in [v for tp, _, v in loop.outputs if tp == SCORES]]
-        lanes = {tp for tp, _, _ in loop.outputs if tp != SCORES}
+        ids = [m["request_id"] for m in [v for tp, _, v in loop.outputs if tp in (SCORES, VERDICTS)]]
+        lanes = {tp for tp, _, _ in loop.outputs if tp not in (SCORES, VERDICTS)}
         if ids:
             assert lanes == {"audit.text.hi"}  # its normal lane, not lo
             released.append((t, ids))
@@ -252,13 +260,11 @@ def test_a_wait_beyond_max_delay_or_the_deadline_is_throttled(make_loop):  # typ
     out = manifests(loop)
     assert DLQ not in {t for t, _, _ in loop.outputs}
     assert [m["request_id"] for m in out] == ["slow-0-4"] and len(loop.held) == 2
-    rejected = Manifest.model_validate(out[0])
-    assert rejected.rejection_code == "throttled"
-    assert rejected.rejection == "over quota 10 req/s: a wait of 300 ms exceeds max_delay_ms 250"
+    rejected = out[0]
+    assert rejected["rejection_code"] == "throttled"
+    assert rejected["rejection"] == "over quota 10 req/s: a wait of 300 ms exceeds max_delay_ms 250"
     assert sample("rtaudit_quota_delayed_requests_total", tenant="slow", outcome="throttled_max_delay") - before == 1
-    _, verdict = Fusion(PolicyBook(tenants={"slow": policy})).apply(None, rejected, now_ms=T0 + 1)
-    assert verdict is not None and verdict.decision == "allow"
-    assert verdict.reasons[0] == "rejected: throttled: over quota 10 req/s: a wait of 300 ms exceeds max_delay_ms 250"
+    assert rejected["decision"] == "allow"  # the tenant's on_throttled, answered by the router itself
     loop.tick(now=T0 + 200)
     assert routed(loop) == ["slow-0-2", "slow-0-3"]
 
@@ -305,7 +311,7 @@ def test_a_revoked_partition_drops_its_held_records_and_the_next_owner_replays_t
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 def test_every_record_before_the_commit_offset_was_answered(ops, make_loop):  # type: ignore[no-untyped-def]
     """Whatever the interleaving, a router killed at any point loses nothing: every record below
-    each partition's commit offset has its manifest (routed or throttled) with the producer."""
+    each partition's commit offset has its manifest (routed) or its verdict (throttled) with the producer."""
     loop, feeds, t = make_loop(), [Feed(0), Feed(1)], T0
     answered: set[str] = set()
     records: dict[int, list[str]] = {0: [], 1: []}
@@ -317,7 +323,7 @@ def test_every_record_before_the_commit_offset_was_answered(ops, make_loop):  # 
             m = feeds[partition].msg(kind, t)
             records[partition].append(m.key().decode())
             loop.handle([m], now=t)
-        answered |= {v["request_id"] for tp, _, v in loop.outputs if tp == SCORES}
+        answered |= {v["request_id"] for tp, _, v in loop.outputs if tp in (SCORES, VERDICTS)}
         for tp in loop.commit_offsets():
             assert set(records[tp.partition][: tp.offset]) <= answered
 

@@ -232,3 +232,23 @@ def test_verdict_records_the_tenant_policy_version():
     book = PolicyBook(tenants={TENANT: TenantPolicy(version="acme-7")})
     _, (verdict,) = run(Fusion(policies=book), [manifest(TEXT), partial(TEXT)])
     assert verdict.policy_version == "acme-7"
+
+
+def test_the_router_s_rejection_verdict_is_the_one_fusion_would_give() -> None:
+    """:func:`rejection_verdict` (the router answers a rejected request itself) decides as fusion does on
+    a rejection manifest: same decision, reasons, parts and policy version."""
+    from rtaudit.engine.fusion import rejection_verdict
+    from rtaudit.engine.policy import QuotaPolicy
+    from rtaudit.schemas.messages import Manifest
+
+    book = PolicyBook(tenants={"t": TenantPolicy(on_rejected="block", quota=QuotaPolicy(rate_per_s=1, on_throttled="allow"))})
+    for code, decision in (("throttled", "allow"), ("schema_invalid", "block")):
+        m = Manifest(request_id=f"r-{code}", tenant_id="t", created_at_ms=1_000, deadline_ms=1_500,
+                     rejection="why", rejection_code=code)
+        own = rejection_verdict(book, m, now_ms=1_200)
+        _, via_fusion = Fusion(book).apply(None, m, now_ms=1_200)
+        assert via_fusion is not None
+        assert own == via_fusion and own.decision == decision
+        assert own.reasons[0] == f"rejected: {code}: why" and not own.complete
+    with pytest.raises(ValueError, match="not a rejection"):
+        rejection_verdict(book, Manifest(request_id="r", tenant_id="t", created_at_ms=1, deadline_ms=2, expected=["text/0"]), 2)

@@ -15,8 +15,8 @@ from rtaudit.engine.fusion import Fusion
 from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
 from rtaudit.engine.routing import Router
-from rtaudit.schemas.messages import Manifest
-from rtaudit.topics.catalog import DLQ, SCORES
+from rtaudit.schemas.messages import Manifest, Verdict
+from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
 from rtaudit.workers.router import RouterLoop
 from rtaudit.workers.settings import load_settings
@@ -205,12 +205,11 @@ def test_router_throttle_gives_a_verdict_and_no_dlq_record(monkeypatch, tmp_path
     loop = router_loop(policy)
     send(loop, 3, ts_ms=1_700_000_000_000)
     topics = [t for t, _, _ in loop.outputs]
-    assert DLQ not in topics and topics.count("audit.text.hi") == 1 and topics.count(SCORES) == 3
+    # the one within quota goes to fusion; the router answers the two throttled ones itself
+    assert DLQ not in topics and topics.count("audit.text.hi") == 1 and topics.count(SCORES) == 1
+    assert topics.count(VERDICTS) == 2
     assert loop.next_offset == {0: 3}
-    rejected = [Manifest.model_validate(v) for t, _, v in loop.outputs if t == SCORES and v.get("rejection")]
-    assert len(rejected) == 2 and all(m.rejection_code == "throttled" for m in rejected)
-    assert rejected[0].rejection == "over quota 3 req/s"
-    fusion = Fusion(PolicyBook(tenants={"flood": policy}))
-    _, verdict = fusion.apply(None, rejected[0], now_ms=1_700_000_000_001)
-    assert verdict is not None and verdict.decision == "allow"
-    assert "throttled: over quota 3 req/s" in verdict.reasons[0]
+    rejected = [Verdict.model_validate(v) for t, _, v in loop.outputs if t == VERDICTS]
+    assert all(v.decision == "allow" and not v.complete for v in rejected)  # the tenant's on_throttled
+    assert rejected[0].reasons[0] == "rejected: throttled: over quota 3 req/s"
+    assert rejected[0].parts == {} and rejected[0].policy_version

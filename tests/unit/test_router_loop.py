@@ -9,7 +9,7 @@ import pytest
 
 from rtaudit.engine.delay import HeldQueue
 from rtaudit.engine.quota import TenantQuotas
-from rtaudit.topics.catalog import DLQ, SCORES
+from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
 from rtaudit.workers.router import RouterLoop
 from rtaudit.workers.settings import load_settings
@@ -55,7 +55,9 @@ def test_an_unexpected_error_is_routed_to_the_dlq_with_a_rejection_verdict(loop)
     by_topic = {t: v for t, _, v in loop.outputs}
     assert by_topic[DLQ]["error_code"] == "routing_failed"
     assert "ZeroDivisionError: division by zero" in by_topic[DLQ]["error"]
-    assert by_topic[SCORES]["rejection_code"] == "routing_failed" and by_topic[SCORES]["request_id"] == "bug-1"
+    assert SCORES not in by_topic  # the router answers a request it rejects itself: no fusion hop
+    assert by_topic[VERDICTS]["request_id"] == "bug-1" and by_topic[VERDICTS]["decision"] == "review"
+    assert by_topic[VERDICTS]["reasons"][0].startswith("rejected: routing_failed: unexpected error while routing")
     assert loop.next_offset == {0: 4}
 
 
