@@ -29,13 +29,10 @@ def test_a_short_isolation_run_never_starves_the_quiet_tenant(tmp_path: Path) ->
             # "Tenant isolation"), which on a loaded machine can take the quiet tenant past its SLO.
             assert p.quiet_sent >= 3 and sum(p.quiet_outcomes.values()) == p.quiet_sent, (pair.config, p.name, p.quiet_outcomes)
             if p is pair.alone or pair.config != "lower_lane":
-                # ...except, at most once per phase, a verdict at the deadline whose text partial fusion never
-                # applied although it was on audit.scores in time (seen once in CI under load, beside a delayed
-                # flood: the partial read by this bench 69-108 ms after routing, the verdict 10.25 s after;
-                # not reproduced in 3 local runs; noted on issue 10): never an error, expiry or rejection.
-                missed = p.quiet_outcomes.get("incomplete", 0)
-                assert p.quiet_outcomes.get("ok", 0) + missed == p.quiet_sent and missed <= 1, (pair.config, p.name, p.quiet_outcomes, p.quiet_reasons)
-                assert all(r.endswith("no result by the deadline") or r.startswith("incomplete: policy") for r in p.quiet_reasons), p.quiet_reasons
+                # every one ok: a verdict at the deadline whose text partial was on audit.scores in time (seen
+                # twice in CI under load) was tansu's fetch skipping a record two producers wrote at once,
+                # which OffsetGapGuard now reads again (tests/integration/test_fetch_gaps.py)
+                assert p.quiet_outcomes.get("ok", 0) == p.quiet_sent, (pair.config, p.name, p.quiet_outcomes, p.quiet_reasons)
                 assert 0 < p.p50_ms <= p.p99_ms < 10_000, (pair.config, p.name, p.p50_ms, p.p99_ms)
             assert set(p.hops) == {"router", "text", "fusion"}, (pair.config, p.name, p.hops)
         assert pair.alone.flood_rate == 0 and pair.alone.flood == {}
