@@ -34,7 +34,7 @@ from pydantic import BaseModel
 from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, DLQRecord, MediaItem, Verdict
 from rtaudit.topics.catalog import DLQ, REQUESTS, VERDICTS
 from rtaudit.workers.kafka import ErrorRecorder, check_cluster, consumer_config, producer_config
-from rtaudit.workers.stream import OffsetGapGuard
+from rtaudit.workers.offsets import OffsetGapGuard
 from rtaudit.workers.settings import Settings
 
 __all__ = [

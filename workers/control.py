@@ -42,6 +42,7 @@ from rtaudit.topics.catalog import CONTROL, DLQ, STATUS
 from rtaudit.workers import metrics
 from rtaudit.workers.app import dead_letter_record
 from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.offsets import OffsetGapGuard
 from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -88,13 +89,16 @@ def apply_records(state: ControlState, records: list[Any]) -> tuple[list[Applied
     return applied, rejected
 
 
-def read_to_end(consumer: Consumer, state: ControlState, timeout_s: float = 10.0) -> ControlState:
+def read_to_end(consumer: Consumer, state: ControlState, timeout_s: float = 10.0,
+                guard: OffsetGapGuard | None = None) -> ControlState:
     """Apply records until the partition's high watermark (as seen while fetching: tansu's
-    ListOffsets answer is unreliable, BROKER_NOTES) is reached. Raises ``TimeoutError``."""
+    ListOffsets answer is unreliable, BROKER_NOTES) is reached; records a fetch skipped are
+    read again (``guard``, :class:`rtaudit.workers.stream.OffsetGapGuard`). Raises ``TimeoutError``."""
     deadline = time.monotonic() + timeout_s
     tp = TopicPartition(CONTROL, 0)
+    guard = guard or OffsetGapGuard(consumer, "control")
     while time.monotonic() < deadline:
-        apply_records(state, consumer.consume(500, POLL_S))
+        apply_records(state, guard.filter(consumer.consume(500, POLL_S)))
         _, high = consumer.get_watermark_offsets(tp, cached=True)
         if high >= 0 and state.offset >= high:
             return state
@@ -133,9 +137,10 @@ def publish(settings: Settings, subject: str, payload: Any, *, author: str, reas
         TimeoutError: the topic could not be read within ``timeout_s``.
     """
     consumer = reader_consumer(settings)
+    guard = OffsetGapGuard(consumer, "control")
     producer = Producer(producer_config(settings))
     try:
-        state = read_to_end(consumer, ControlState(), timeout_s)
+        state = read_to_end(consumer, ControlState(), timeout_s, guard)
         in_force = state.version(subject)
         version = max(state.versions.get(subject, 0), in_force) + 1
         msg = ControlMessage(subject=subject, version=version, expects=in_force if expects is None else expects,
@@ -149,7 +154,7 @@ def publish(settings: Settings, subject: str, payload: Any, *, author: str, reas
             raise TimeoutError(f"the {subject} record was not acknowledged within {timeout_s} s")
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            applied, rejected = apply_records(state, consumer.consume(500, POLL_S))
+            applied, rejected = apply_records(state, guard.filter(consumer.consume(500, POLL_S)))
             for a in applied:
                 if a.message == msg:
                     return msg
@@ -234,12 +239,15 @@ class ControlPlane:
 
     def _run(self) -> None:
         consumer: Consumer | None = None
+        guard: OffsetGapGuard | None = None
         next_beat = 0.0
         while not self._stop.is_set():
             try:
                 if consumer is None:
                     consumer = reader_consumer(self.settings)
-                self._poll(consumer)
+                    guard = OffsetGapGuard(consumer, f"control-{self.role}")
+                assert guard is not None
+                self._poll(consumer, guard)
                 if time.monotonic() >= next_beat:
                     next_beat = time.monotonic() + self._heartbeat_s
                     self._heartbeat()
@@ -249,8 +257,8 @@ class ControlPlane:
         if consumer is not None:
             consumer.close()
 
-    def _poll(self, consumer: Consumer) -> None:
-        records = consumer.consume(500, POLL_S)
+    def _poll(self, consumer: Consumer, guard: OffsetGapGuard) -> None:
+        records = guard.filter(consumer.consume(500, POLL_S))
         with self.lock:
             applied, rejected = apply_records(self.state, records)
             if applied:

@@ -27,7 +27,8 @@ from rtaudit.workers import metrics
 from rtaudit.workers.acks import InOrderAcks
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, OffsetGapGuard, consume_batch, dead_letter_output
+from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, consume_batch, dead_letter_output
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.

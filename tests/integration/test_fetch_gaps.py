@@ -13,7 +13,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import REGISTRY
 
 from rtaudit.workers.broker import EmbeddedBroker
-from rtaudit.workers.stream import OffsetGapGuard, consume_batch
+from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.stream import consume_batch
 
 from .conftest import free_port
 

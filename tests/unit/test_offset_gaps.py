@@ -7,7 +7,8 @@ from __future__ import annotations
 from confluent_kafka import TopicPartition
 from prometheus_client import REGISTRY
 
-from rtaudit.workers.stream import OffsetGapGuard, consume_batch
+from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.stream import consume_batch
 
 
 class Msg:

@@ -29,7 +29,8 @@ from rtaudit.topics.catalog import SCORES, VERDICTS
 from rtaudit.workers.bench.stats import Sample
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.stream import OffsetGapGuard, consume_batch
+from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.stream import consume_batch
 
 log = logging.getLogger(__name__)
 Measure = Literal["partial", "verdict"]
