@@ -45,6 +45,11 @@ DEFAULT_THRESHOLDS: dict[str, Threshold] = {
     "offensive": Threshold(review=0.5, block=0.9),
     "hate": Threshold(review=0.5, block=0.8),
     "targeted_insult": Threshold(review=0.5, block=0.95),
+    # threats and calls for violence (OpenAI: violence, harassment/threatening); self-harm (OpenAI:
+    # self-harm, self-harm/intent) goes to review only: a person writing about ending their life is
+    # someone to reach, not a post to drop silently (a tenant may set its own block)
+    "violence": Threshold(review=0.5, block=0.9),
+    "self-harm": Threshold(review=0.5, block=1.01),
     # the lexical-only category of the first text model (alt-profanity-check), kept for existing policies
     "profanity": Threshold(review=0.5, block=0.9),
     "sexual": Threshold(review=0.45, block=0.7),

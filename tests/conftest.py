@@ -43,6 +43,27 @@ def data_dir() -> Path:
     return DATA_DIR
 
 
+#: the start of every skip reason of the ``safety_data_dir`` fixture (counted by the summary hook too).
+SAFETY_SKIP_REASON = "safety data not found"
+
+
+@pytest.fixture(scope="session")
+def safety_data_dir() -> Path:
+    """The threat and self-harm sets (``$RTAUDIT_SAFETY_DATA``, default ``~/.cache/rtaudit/data``; not in
+    ``../shared/data``: docs/text-moderation.md says where each file comes from). Skips the test when
+    they are absent (counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_SAFETY_DATA=1``."""
+    from rtaudit.engine.text import data as D
+
+    root = D.safety_data_dir()
+    missing = [p for ps in D.safety_files(root).values() for p in ps if not p.is_file()]
+    if missing:
+        message = f"{SAFETY_SKIP_REASON}: {missing[0]} (set {D.SAFETY_ENV})"
+        if os.environ.get("RTAUDIT_REQUIRE_SAFETY_DATA") == "1":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return root
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
@@ -52,6 +73,14 @@ def _skip_reason(report: pytest.TestReport) -> str:
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
     """One loud line (and the list) for the evaluation tests skipped for want of ``../shared/data``."""
+    safety = sorted({r.nodeid for r in terminalreporter.stats.get("skipped", []) if SAFETY_SKIP_REASON in _skip_reason(r)})
+    if safety:
+        terminalreporter.write_sep("=", "safety data", yellow=True)
+        terminalreporter.write_line(f"{len(safety)} threat/self-harm evaluation tests not run: safety data not found; "
+                                    "see docs/text-moderation.md ('Data and splits') and set RTAUDIT_SAFETY_DATA",
+                                    yellow=True, bold=True)
+        for nodeid in safety:
+            terminalreporter.write_line(f"  {nodeid}")
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if DATA_SKIP_REASON in _skip_reason(r)]
     if not skipped:
         return

@@ -17,6 +17,10 @@ text_app = typer.Typer(help="Build and train the text models (engine/text).", no
 #: ../shared/data beside the repository, the default for --data.
 DEFAULT_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 DataOpt = Annotated[Path, typer.Option("--data", help="root of the labeled data (holds text/davidson, text/olid, ...)")]
+SafetyOpt = Annotated[Optional[Path], typer.Option(
+    "--safety-data", help="root of the threat and self-harm sets (holds text/threatgram101, text/suicide_detection, "
+                          "text/epie; default $RTAUDIT_SAFETY_DATA or ~/.cache/rtaudit/data; docs/text-moderation.md "
+                          "says where each file comes from)")]
 
 
 @text_app.command("build-encoder")
@@ -46,11 +50,20 @@ def text_train(
     data: DataOpt = DEFAULT_DATA,
     embed_budget_s: Annotated[Optional[float], typer.Option(help="stop embedding new texts after this many seconds "
                                                             "and fit on the rows embedded so far (dev rows come first)")] = None,
+    safety_data: SafetyOpt = None,
+    categories: Annotated[Optional[str], typer.Option(
+        help="comma-separated English categories to refit (e.g. violence,self-harm); every other column of the "
+             "shipped head, the Chinese model and the evidence threshold stay as they are")] = None,
 ) -> None:
     """Train the English head and the Chinese model; write engine/text/artifacts/ and its manifest."""
     from rtaudit.engine.text.train import train_all
 
-    manifest = train_all(data, embed_budget_s)
+    only = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
+    try:
+        manifest = train_all(data, embed_budget_s, safety_data, only)
+    except (FileNotFoundError, ValueError) as e:
+        Console(stderr=True).print(str(e), markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2) from None
     table = Table("artifact", "sha256", "bytes", "dev report")
     for name, a in manifest["artifacts"].items():
         table.add_row(name, a["sha256"][:16], str(a["bytes"]), str(a["report"]))
@@ -68,6 +81,7 @@ def eval_text(
     max_rows: Annotated[Optional[int], typer.Option(help="cap each dev split at its first N rows (seeded hash order)")] = None,
     functional: Annotated[bool, typer.Option("--functional", help="only the functional suite (our own cases: "
                                              "needs no --data)")] = False,
+    safety_data: SafetyOpt = None,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -116,6 +130,7 @@ def eval_text(
         t.add_row(r.dataset, r.split, str(r.n), _f(r.macro_f1), _f(r.baseline_macro_f1), f"{d:+.3f}",
                   "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
     console.print(t)
+    _safety_tables(scorer, data, safety_data or D.safety_data_dir(), quick)
     m, b, n = ev.evidence_f1(scorer, data, quick=quick)
     t = Table("evidence (HateXplain dev rationales)", "posts", "P", "R", "F1", title="Evidence: token-level F1")
     t.add_row("rtaudit-text spans", str(n), _f(m.precision), _f(m.recall), _f(m.f1))
@@ -140,3 +155,37 @@ def eval_text(
     t.add_row(*(f"{v:.1f}" for v in tp.values()))
     console.print(t)
     console.print(f"eval took {time.perf_counter() - started:.1f} s")
+
+
+def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]
+    """The threat and self-harm tables of ``rtaudit eval``: held-out splits, benign list, the issue's probes."""
+    from rtaudit.engine.policy import DEFAULT_THRESHOLDS
+    from rtaudit.engine.text import data as D
+    from rtaudit.engine.text import evaluation as ev
+
+    t = Table("text", "should flag", *D.SAFETY_CATEGORIES, "flagged (review thresholds)",
+              title="Threat and self-harm probes (issue 12)")
+    for text, want, scores in ev.probes(scorer):
+        hits = sorted(c for c, v in scores.items() if c in DEFAULT_THRESHOLDS and v >= DEFAULT_THRESHOLDS[c].review)
+        ok = (want in hits) if want else not set(hits) & set(D.SAFETY_CATEGORIES)
+        t.add_row(text, want or "no safety category", *(_f(scores.get(c, 0.0)) for c in D.SAFETY_CATEGORIES),
+                  f"{', '.join(hits) or '-'} [{'green' if ok else 'red'}]{'ok' if ok else 'wrong'}[/]")
+    console.print(t)
+    missing = [p for ps in D.safety_files(safety).values() for p in ps if not p.is_file()]
+    if missing:
+        console.print(f"[yellow]threat and self-harm held-out splits not measured: {missing[0]} not found "
+                      f"(--safety-data; docs/text-moderation.md, 'Data and splits')[/yellow]")
+        return
+    rows, benign = ev.safety(scorer, data, safety, quick=quick)
+    t = Table("dataset", "split", "category", "n", "pos", "P", "R", "F1", "FP rate", "target R >= 0.80",
+              title="Threats and self-harm: held-out splits (score >= 0.5; never trained or tuned on)")
+    for r in rows:
+        t.add_row(r.dataset, r.split, r.category, str(r.model.n), str(r.model.support), _f(r.model.precision),
+                  _f(r.model.recall), _f(r.model.f1), _f(r.false_positive_rate),
+                  "[green]met[/green]" if r.model.recall >= 0.80 else "[red]not met[/red]")
+    t.add_row("benign list", "", ", ".join(D.SAFETY_CATEGORIES), str(benign["n"]), "0", "", "", "",
+              _f(sum(len(benign[c]) for c in D.SAFETY_CATEGORIES) / benign["n"]), "FP target <= 0.010")
+    console.print(t)
+    for c in D.SAFETY_CATEGORIES:
+        if benign[c]:
+            console.print(f"benign texts flagged {c}: {benign[c]}", markup=False)

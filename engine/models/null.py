@@ -13,7 +13,7 @@ from rtaudit.engine.models import StageOutput
 from rtaudit.schemas.messages import ModalityTask, ModelRef
 
 #: scores of every item: the text stage's categories, all 0 (below every policy threshold).
-NULL_SCORES: dict[str, float] = {"offensive": 0.0, "hate": 0.0, "targeted_insult": 0.0}
+NULL_SCORES: dict[str, float] = {"offensive": 0.0, "hate": 0.0, "targeted_insult": 0.0, "violence": 0.0, "self-harm": 0.0}
 
 
 class NullStage:

@@ -1,7 +1,7 @@
 """The ``text`` stage: request text through :class:`rtaudit.engine.text.scoring.TextScorer`.
 
-Categories: ``offensive``, ``hate``, ``targeted_insult`` for English (and any non-Han
-text), ``offensive`` for Chinese; scores are calibrated so 0.5 is the dev-optimal
+Categories: ``offensive``, ``hate``, ``targeted_insult``, ``violence`` (threats, calls for
+violence) and ``self-harm`` for English (and any non-Han text), ``offensive`` for Chinese; scores are calibrated so 0.5 is the dev-optimal
 threshold (``docs/text-moderation.md``). Evidence: word/character spans with
 ``[start, end)`` code-point offsets into the text as sent, ``score`` = span score.
 """

@@ -33,9 +33,37 @@ Each loader returns a list of :class:`Example` (text, per-category 0/1 labels,
   no protected group ("fuck off 😡"): offensive, though not hate; training drops their
   ``offensive`` label (:func:`rtaudit.engine.text.train.unlabel_profane_contrasts`).
   ``targeted_insult`` is not annotated.
+  ``violence`` = ``label_gold`` 1 and ``type`` ``threateninglanguage`` (threats against a group
+  written with emoji); ``self-harm`` = 0.
 * **jigsaw_sample** (Jigsaw toxic comments, 101 rows): test only, never trained
   on. ``offensive`` = toxic, ``hate`` = identity_hate, ``targeted_insult`` = insult,
-  ``threat`` = threat.
+  ``violence`` = threat.
+
+The threat and self-harm sets are not in ``shared/data``: they are read from the *safety data*
+directory (:func:`safety_data_dir`: ``$RTAUDIT_SAFETY_DATA``, default ``~/.cache/rtaudit/data``),
+which holds byte-for-byte copies of files of public repositories (docs/text-moderation.md says
+which, at which commit, under which licence):
+
+* **threatgram101** (ThreatGram 101, Telegram replies to political channels with a threat level,
+  CC BY 4.0; ``threatgram101/Labeled_15076.json`` from ``CatGamer7/Telegram-threats`` at
+  ``52746d5``): ``Label`` 2 (extreme: calls for or wishes of killing, hanging, execution, violent
+  attack) → ``violence`` 1; 0 (no threat) and 1 (non-violent: arrest, impeach, prosecute) → 0.
+  ``self-harm`` = 0.
+* **suicide_detection** (the first 9,083 rows of the Kaggle "Suicide and Depression Detection"
+  posts, r/SuicideWatch → ``suicide``, r/teenagers → ``non-suicide``; ``suicide_detection/
+  Suicide_Detection.xlsx`` from ``rjarman/googletranslate`` at ``5d3472b``): ``self-harm`` =
+  ``suicide``; ``violence`` = 0. Posts are cut to their first :data:`SAFETY_WORDS` words (about
+  one encoder window: the title and the opening, where the post says what it is about).
+
+* **epie** (EPIE, Saxena & Soma 2020: 25,027 sentences of the British National Corpus holding one of
+  717 English idioms, literal or figurative: "dead to the world", "kill two birds with one stone",
+  "shoot the breeze"; ``epie/Static_Idioms_Words.txt`` and ``epie/Formal_Idioms_Words.txt`` from
+  ``prateeksaxena2809/EPIE_Corpus`` at ``cb6007e``): ordinary prose, and violent words in their
+  everyday senses; ``violence`` = ``self-harm`` = 0 (negatives only; unannotated for either).
+
+None has an official split: :func:`hashed_split3` puts each distinct text (lower-cased,
+whitespace-collapsed: duplicates land together) in ``train`` (65 %), ``dev`` (15 %: thresholds)
+or ``test`` (20 %: the held-out split, reported only). A text that occurs with both labels is dropped.
 """
 
 from __future__ import annotations
@@ -44,6 +72,10 @@ import csv
 import gzip
 import hashlib
 import json
+import os
+import re
+import xml.etree.ElementTree as ET
+import zipfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,8 +84,17 @@ from pathlib import Path
 SPLIT_SEED = 20261129
 DEV_FRACTION = 0.2
 #: categories the English head predicts, in output order.
-CATEGORIES: tuple[str, ...] = ("offensive", "hate", "targeted_insult")
+CATEGORIES: tuple[str, ...] = ("offensive", "hate", "targeted_insult", "violence", "self-harm")
+#: the categories added for threats and self-harm (issue 12 item 3), trained on the safety data.
+SAFETY_CATEGORIES: tuple[str, ...] = ("violence", "self-harm")
 DATASETS = ("davidson", "olid", "hatexplain", "cold", "jigsaw_sample", "hatemoji_build")
+#: datasets read from :func:`safety_data_dir` instead of ``shared/data``.
+SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie")
+#: a suicide_detection post is cut to its first this many words.
+SAFETY_WORDS = 40
+#: shares of the three-way hashed split of the safety sets (the rest is train).
+SAFETY_DEV, SAFETY_TEST = 0.15, 0.20
+SAFETY_ENV = "RTAUDIT_SAFETY_DATA"
 #: HatemojiBuild file stem → this project's split name.
 HATEMOJI_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
 
@@ -76,6 +117,98 @@ def hashed_split(uid: str, seed: int = SPLIT_SEED, dev_fraction: float = DEV_FRA
     """``"dev"`` for a deterministic ``dev_fraction`` of ids, else ``"train"`` (sha256 of ``seed:uid``)."""
     h = int.from_bytes(hashlib.sha256(f"{seed}:{uid}".encode()).digest()[:8], "big")
     return "dev" if h / 2**64 < dev_fraction else "train"
+
+
+def safety_data_dir() -> Path:
+    """Root of the threat and self-harm sets: ``$RTAUDIT_SAFETY_DATA``, else ``~/.cache/rtaudit/data``."""
+    env = os.environ.get(SAFETY_ENV)
+    return Path(env) if env else Path.home() / ".cache" / "rtaudit" / "data"
+
+
+def text_key(text: str) -> str:
+    """What duplicates share: the text lower-cased with runs of whitespace collapsed."""
+    return " ".join(text.lower().split())
+
+
+def hashed_split3(key: str, seed: int = SPLIT_SEED) -> str:
+    """``"test"`` for :data:`SAFETY_TEST` of keys, ``"dev"`` for :data:`SAFETY_DEV`, else ``"train"``."""
+    h = int.from_bytes(hashlib.sha256(f"{seed}:{key}".encode()).digest()[:8], "big") / 2**64
+    return "test" if h < SAFETY_TEST else "dev" if h < SAFETY_TEST + SAFETY_DEV else "train"
+
+
+def safety_files(root: Path) -> dict[str, list[Path]]:
+    """The files each safety set is read from, under the safety data directory ``root``."""
+    t = Path(root) / "text"
+    return {"threatgram101": [t / "threatgram101/Labeled_15076.json"],
+            "suicide_detection": [t / "suicide_detection/Suicide_Detection.xlsx"],
+            "epie": [t / "epie/Static_Idioms_Words.txt", t / "epie/Formal_Idioms_Words.txt"]}
+
+
+def _dedup_split(rows: list[tuple[str, int, str]], dataset: str, category: str) -> list[Example]:
+    """``(text, label, uid)`` rows → one :class:`Example` per distinct text (first uid), split by
+    :func:`hashed_split3` of its key; texts seen with both labels are dropped."""
+    first: dict[str, tuple[str, int, str]] = {}
+    labels: dict[str, set[int]] = {}
+    for text, y, uid in rows:
+        k = text_key(text)
+        if not k:
+            continue
+        first.setdefault(k, (text, y, uid))
+        labels.setdefault(k, set()).add(y)
+    other = [c for c in SAFETY_CATEGORIES if c != category]
+    return [Example(text, {category: y, **{c: 0 for c in other}}, dataset, hashed_split3(k), uid)
+            for k, (text, y, uid) in first.items() if len(labels[k]) == 1]
+
+
+def load_threatgram(root: Path) -> list[Example]:
+    rows = json.loads(safety_files(root)["threatgram101"][0].read_text(encoding="utf-8"))
+    return _dedup_split([(r["reply"], int(r["Label"] == 2), str(i)) for i, r in enumerate(rows)], "threatgram101", "violence")
+
+
+_DETOK = re.compile(r" ([,.;:!?%)\]}’”]|'s|n't|'re|'ll|'ve|'d|'m)|([(\[{‘“]) ")
+
+
+def detokenize(line: str) -> str:
+    """A space-tokenized sentence (``it 's dead , he said .``) read back as prose (``it's dead, he said.``)."""
+    return _DETOK.sub(lambda m: m.group(1) or m.group(2), " ".join(line.split()))
+
+
+def load_epie(root: Path) -> list[Example]:
+    rows = [(detokenize(line), 0, f"{path.stem}:{i}") for path in safety_files(root)["epie"]
+            for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()) if line.strip()]
+    return _dedup_split(rows, "epie", "violence")
+
+
+def xlsx_rows(path: Path) -> list[dict[str, str]]:
+    """The first sheet of an ``.xlsx`` as ``{column letter: cell text}`` per row (shared and inline
+    strings, numbers as written), read with the standard library (no spreadsheet package)."""
+    ns = "{http://schemas.openxmlformats.org/spreadsheetml/2006/main}"
+    with zipfile.ZipFile(path) as z:
+        shared = [''.join(t.text or "" for t in si.iter(f"{ns}t"))
+                  for si in ET.fromstring(z.read("xl/sharedStrings.xml")).findall(f"{ns}si")]
+        sheet = ET.fromstring(z.read("xl/worksheets/sheet1.xml"))
+    out = []
+    for row in sheet.iter(f"{ns}row"):
+        cells: dict[str, str] = {}
+        for c in row.findall(f"{ns}c"):
+            col = re.match(r"[A-Z]+", c.get("r", "")).group()  # type: ignore[union-attr]
+            v, inline = c.find(f"{ns}v"), c.find(f"{ns}is")
+            if v is not None and v.text is not None:
+                cells[col] = shared[int(v.text)] if c.get("t") == "s" else v.text
+            elif inline is not None:
+                cells[col] = "".join(t.text or "" for t in inline.iter(f"{ns}t"))
+        out.append(cells)
+    return out
+
+
+def load_suicide_detection(root: Path) -> list[Example]:
+    rows = xlsx_rows(safety_files(root)["suicide_detection"][0])
+    header, body = rows[0], rows[1:]
+    text_col = next(k for k, v in header.items() if v == "Text")
+    class_col = next(k for k, v in header.items() if v == "Class")
+    data = [(" ".join(r[text_col].split()[:SAFETY_WORDS]), int(r[class_col] == "suicide"), r.get("A", str(i)))
+            for i, r in enumerate(body) if r.get(text_col) and r.get(class_col) in ("suicide", "non-suicide")]
+    return _dedup_split(data, "suicide_detection", "self-harm")
 
 
 def data_files(root: Path) -> dict[str, list[Path]]:
@@ -153,7 +286,7 @@ def load_jigsaw(root: Path) -> list[Example]:
     with open(data_files(root)["jigsaw_sample"][0], newline="", encoding="utf-8") as f:
         for i, row in enumerate(csv.DictReader(f)):
             labels = {"offensive": int(row["toxic"]), "hate": int(row["identity_hate"]),
-                      "targeted_insult": int(row["insult"]), "threat": int(row["threat"])}
+                      "targeted_insult": int(row["insult"]), "violence": int(row["threat"])}
             out.append(Example(row["comment_text"], labels, "jigsaw_sample", "test", str(i)))
     return out
 
@@ -166,16 +299,19 @@ def load_hatemoji(root: Path) -> list[Example]:
             for row in csv.DictReader(f):
                 hate = int(row["label_gold"])
                 labels = {"hate": hate} if hate and row["type"] == "animosity" else {"hate": hate, "offensive": hate}
+                labels |= {"violence": int(hate and row["type"] == "threateninglanguage"), "self-harm": 0}
                 out.append(Example(row["text"], labels, "hatemoji_build", split, row["entry_id"]))
     return out
 
 
 LOADERS = {"davidson": load_davidson, "olid": load_olid, "hatexplain": load_hatexplain, "cold": load_cold, "jigsaw_sample": load_jigsaw,
-           "hatemoji_build": load_hatemoji}
+           "hatemoji_build": load_hatemoji, "threatgram101": load_threatgram, "suicide_detection": load_suicide_detection,
+           "epie": load_epie}
 
 
 def load(dataset: str, root: Path, split: str | None = None) -> list[Example]:
-    """Examples of ``dataset`` (one of :data:`DATASETS`), optionally only one split.
+    """Examples of ``dataset`` (one of :data:`DATASETS`, or of :data:`SAFETY_DATASETS` with ``root`` the
+    safety data directory), optionally only one split.
 
     Raises:
         KeyError: unknown dataset. FileNotFoundError: its files are missing under ``root``.

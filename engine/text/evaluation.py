@@ -16,6 +16,11 @@
   or test split: macro-F1 over both classes of ``label_gold`` (scikit-learn ``average="macro"``),
   flagged = any category ≥ 0.5 (the policy's view today) and = ``hate`` ≥ 0.5. The test split is
   for reporting only: training and model selection never read it.
+* :func:`safety` — ``violence`` and ``self-harm`` on the held-out (``test``) splits of the safety sets
+  (ThreatGram 101, Suicide Detection; :mod:`rtaudit.engine.text.data`; never trained or tuned on):
+  precision, recall, F1 and false-positive rate at score ≥ 0.5, and each category's false positives
+  on the benign list. Also HatemojiBuild's test threats (``violence``), reported only.
+* :func:`probes` — the threat and self-harm sentences of issue 12 and their benign controls.
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
 
 ``quick=True`` uses fixed samples (the first items by a seeded hash of their id)
@@ -88,7 +93,7 @@ def classification(scorer: TextScorer, root: Path, *, quick: bool = False,
         texts = [r.text for r in rows]
         ours = score_matrix(scorer, texts)
         base = scorer.lexical.score_texts(texts) >= 0.5
-        categories = [c for c in (*D.CATEGORIES, "threat") if any(c in r.labels for r in rows)]
+        categories = [c for c in D.CATEGORIES if any(c in r.labels for r in rows)]
         f1s, bf1s = [], []
         for c in categories:
             y = np.array([r.labels[c] for r in rows])
@@ -168,6 +173,52 @@ def hatemoji(scorer: TextScorer, root: Path, split: str = "dev") -> dict[str, fl
     hate = np.array([s.get("hate", 0.0) >= 0.5 for s in scores])
     return {"rows": len(rows), "macro_f1": float(f1_score(y, flagged, average="macro")),
             "macro_f1_hate": float(f1_score(y, hate, average="macro")), "flagged_non_hateful": float(flagged[y == 0].mean())}
+
+
+#: the held-out splits :func:`safety` reads: (dataset, split, category, root: "safety" | "shared").
+SAFETY_SETS: tuple[tuple[str, str, str, str], ...] = (("threatgram101", "test", "violence", "safety"),
+                                                      ("suicide_detection", "test", "self-harm", "safety"),
+                                                      ("hatemoji_build", "test", "violence", "shared"))
+#: issue 12's threat and self-harm sentences (text, the category that must flag it) and benign
+#: controls that share their words (no new category may flag them).
+PROBES: tuple[tuple[str, str | None], ...] = (
+    ("I will kill you", "violence"), ("I'll shoot you tomorrow", "violence"), ("kys", "self-harm"),
+    ("I want to end my life", "self-harm"),
+    ("I will kill it at the gym tomorrow", None), ("this song kills", None), ("I could die laughing", None),
+    ("shoot me an email", None))
+
+
+@dataclass(frozen=True)
+class SafetyRow:
+    dataset: str
+    split: str
+    category: str
+    model: PRF
+    false_positive_rate: float
+
+
+def safety(scorer: TextScorer, root: Path, safety_root: Path, *, quick: bool = False) -> tuple[list[SafetyRow], dict]:
+    """``(rows, benign)``: one :class:`SafetyRow` per set of :data:`SAFETY_SETS` (``quick``: the first
+    :data:`QUICK_N` × 3 rows in seeded hash order), and ``benign`` = ``{"n": texts, category: [flagged
+    texts]}`` for each safety category on the benign list (score ≥ 0.5)."""
+    from rtaudit.engine.text.benign import BENIGN_TEXTS
+
+    out: list[SafetyRow] = []
+    for name, split, cat, where in SAFETY_SETS:
+        rows = sample(D.load(name, safety_root if where == "safety" else root, split), 3 * QUICK_N if quick else None)
+        y = np.array([r.labels[cat] for r in rows])
+        pred = np.array([s.get(cat, 0.0) >= 0.5 for s in score_matrix(scorer, [r.text for r in rows])])
+        out.append(SafetyRow(name, split, cat, prf(y, pred), float(pred[y == 0].mean()) if (y == 0).any() else 0.0))
+    scores = score_matrix(scorer, list(BENIGN_TEXTS))
+    benign: dict = {"n": len(BENIGN_TEXTS)}
+    for cat in D.SAFETY_CATEGORIES:
+        benign[cat] = [t for t, s in zip(BENIGN_TEXTS, scores) if s.get(cat, 0.0) >= 0.5]
+    return out, benign
+
+
+def probes(scorer: TextScorer) -> list[tuple[str, str | None, dict[str, float]]]:
+    """``(text, expected category or None, scores)`` for each of :data:`PROBES`."""
+    return [(t, c, s) for (t, c), s in zip(PROBES, score_matrix(scorer, [t for t, _ in PROBES]))]
 
 
 def throughput(scorer: TextScorer, root: Path, *, quick: bool = False, batch_size: int = 64) -> dict[str, float]:

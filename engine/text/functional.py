@@ -22,8 +22,9 @@ How cases are built (:func:`build_suite`, deterministic: the same tuple on every
 
 Every case has a functionality id, its text, whether it is hateful (abusive: should be
 flagged) and, when hateful, the category that should flag it (``hate`` for abuse of a group,
-``targeted_insult`` for abuse or threats aimed at a person, OLID's "targeted insult or
-threat"). Functionalities come in families (:attr:`Functionality.family`); each family has
+``targeted_insult`` for abuse aimed at a person, OLID's "targeted insult or threat";
+``violence`` for a threat of violence against the reader, since the head has that category).
+Functionalities come in families (:attr:`Functionality.family`); each family has
 hateful functionalities and the non-hateful contrasts that share their words (a negated, quoted,
 counter-speech, reclaimed, homonymous or neutral use).
 
@@ -84,7 +85,7 @@ FUNCTIONALITIES: tuple[Functionality, ...] = (
     Functionality("group_negated", "identity", False, None, "derogation of a group negated"),
     Functionality("group_counter", "identity", False, None, "counter-speech: derogation of a group condemned"),
     Functionality("group_reporting", "identity", False, None, "derogation of a group quoted or reported"),
-    Functionality("threat_direct", "threat", True, _I, "a threat of violence against the reader"),
+    Functionality("threat_direct", "threat", True, "violence", "a threat of violence against the reader"),
     Functionality("threat_group", "threat", True, _H, "a call for violence against a group"),
     Functionality("threat_negated", "threat", False, None, "violence negated: 'I would never hurt you'"),
     Functionality("violence_idiom", "threat", False, None, "violent words in idioms and ordinary senses"),

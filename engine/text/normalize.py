@@ -77,10 +77,15 @@ something):
 ``inner_space``
     One space inside an offensive word is dropped unless both halves are common words
     (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`rtaudit.engine.text.separators`.
+``abbreviations``
+    A whole word that only abbreviates abuse the encoder cannot read is spelled out
+    (:data:`ABBREVIATIONS`: ``kys`` → ``kill yourself``); every character of the expansion keeps
+    the span of the abbreviation. Only words with no everyday reading are listed (not ``kms``:
+    kilometres).
 
 The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
-spaces and punctuation, without digits or ``$@!``, comes out as ``text.lower()``
+spaces and punctuation, without digits or ``$@!`` (and none of :data:`ABBREVIATIONS`), comes out as ``text.lower()``
 with identical offsets. ``normalize`` is idempotent on its own output
 (``normalize(n.text).text == n.text``): the steps run again over their output until it
 stops changing (see :func:`normalize`); a unit test checks this for every code point the
@@ -365,6 +370,29 @@ def _leet(text: str, spans: _Spans) -> tuple[str, _Spans]:
     return "".join(chars), spans
 
 
+#: whole words spelled out by the ``abbreviations`` step (lower case; the view is lower-cased by then).
+ABBREVIATIONS: dict[str, str] = {"kys": "kill yourself"}
+_ABBREVIATION = re.compile(r"\b(?:" + "|".join(map(re.escape, ABBREVIATIONS)) + r")\b")
+
+
+def _abbreviations(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    if not _ABBREVIATION.search(text):
+        return text, spans
+    chars: list[str] = []
+    out: _Spans = []
+    pos = 0
+    for m in _ABBREVIATION.finditer(text):
+        chars.extend(text[pos:m.start()])
+        out.extend(spans[pos:m.start()])
+        word = ABBREVIATIONS[m.group()]
+        chars.extend(word)
+        out.extend([(spans[m.start()][0], spans[m.end() - 1][1])] * len(word))
+        pos = m.end()
+    chars.extend(text[pos:])
+    out.extend(spans[pos:])
+    return "".join(chars), out
+
+
 #: (name, step, whether it can act on pure ASCII text)
 _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...] = (
     ("emoji_names", lambda text, spans: emoji_names(text, spans, is_letter=_emoji_letter), False),
@@ -378,6 +406,7 @@ _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...
     ("split_letters", split_letters, True),
     ("leet", _leet, True),
     ("inner_space", inner_space, True),
+    ("abbreviations", _abbreviations, True),
 )
 _UNREPORTED = frozenset({"lowercase"})
 

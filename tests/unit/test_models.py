@@ -71,7 +71,7 @@ def test_ocr_text_spans_point_into_the_transcript(phototest_partial):
     for ev in phototest_partial.evidence:
         if ev.span is not None:
             assert transcript[slice(*ev.span)] == ev.text
-    assert set(phototest_partial.scores) == {"offensive", "hate", "targeted_insult"}
+    assert set(phototest_partial.scores) == {"offensive", "hate", "targeted_insult", "violence", "self-harm"}
     assert max(phototest_partial.scores.values()) < DEFAULT_THRESHOLDS["offensive"].review
 
 

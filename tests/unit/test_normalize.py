@@ -11,6 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rtaudit.engine.text import NormalizedText, normalize
+from rtaudit.engine.text.normalize import ABBREVIATIONS
 from rtaudit.engine.text.benign import BENIGN
 
 
@@ -155,7 +156,8 @@ def test_offsets_are_monotonic_and_within_the_original(text):
         assert n.to_original(0, len(n.text)) == (n.offsets[0][0], n.offsets[-1][1])
 
 
-_WORDS = st.lists(st.text(alphabet=string.ascii_letters, min_size=2, max_size=9), min_size=1, max_size=8)
+_WORDS = st.lists(st.text(alphabet=string.ascii_letters, min_size=2, max_size=9).filter(lambda w: w.lower() not in ABBREVIATIONS),
+                  min_size=1, max_size=8)
 
 
 @settings(max_examples=200, deadline=None)
@@ -288,3 +290,12 @@ def test_long_hostile_inputs_stay_linear_and_consistent(hostile):
     n = normalize(hostile)
     assert len(n.offsets) == len(n.text) <= len(hostile)
     assert n.to_original(0, len(n.text))[1] <= len(hostile)
+
+
+def test_abuse_abbreviations_are_spelled_out_with_their_span():
+    n = normalize("ok KYS now")
+    assert n.text == "ok kill yourself now" and "abbreviations" in n.steps
+    assert n.to_original(3, 16) == (3, 6)
+    assert normalize("k y s").text == "kill yourself"
+    assert normalize("keys and skys").text == "keys and skys"
+    assert normalize(n.text).text == n.text

@@ -215,7 +215,7 @@ def test_expired_items_do_not_count_in_the_batch_size():
 
 def test_real_text_stage_scores_and_locates_profanity(text_stage):
     texts = ["have a nice day", "you are a fucking idiot", "¡Olé! 😀 — shut up, you fucking idiot"]
-    categories = {"offensive", "hate", "targeted_insult"}
+    categories = {"offensive", "hate", "targeted_insult", "violence", "self-harm"}
     result = process_batch(text_stage, batch(*texts), now_ms=FakeClock())
     clean, rude, rude_after_emoji = result.partials
     assert statuses(result) == ["ok", "ok", "ok"]

@@ -9,7 +9,7 @@ from rtaudit.engine.text import data as D
 from rtaudit.engine.text.heads import ARTIFACTS, ZH_FEATURES, load_manifest, sha256_file, zh_vectorizer
 from rtaudit.engine.text.scoring import han_share
 
-EN_CATEGORIES = {"offensive", "hate", "targeted_insult"}
+EN_CATEGORIES = {"offensive", "hate", "targeted_insult", "violence", "self-harm"}
 
 
 def test_artifacts_match_their_manifest():

@@ -1,0 +1,164 @@
+"""Threat and self-harm categories (issue 12 item 3): ``violence`` and ``self-harm`` in the English head,
+the policy and the verdicts; the issue's sentences flagged, benign controls not; their data and splits."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from rtaudit.engine.policy import DEFAULT_THRESHOLDS, PolicyBook, TenantPolicy
+from rtaudit.engine.text import data as D
+from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
+
+REPO = Path(__file__).resolve().parents[2]
+#: issue 12's sentences and the category that must flag each (the review threshold of the default policy).
+FLAGGED = [("I will kill you", "violence"), ("I'll shoot you tomorrow", "violence"), ("kys", "self-harm"),
+           ("I want to end my life", "self-harm")]
+#: the same words in their everyday senses: no safety category may flag them.
+CONTROLS = ["I will kill it at the gym tomorrow", "this song kills", "I could die laughing", "shoot me an email"]
+
+
+def test_the_head_the_manifest_and_the_policy_know_the_new_categories():
+    head = EnglishHead.load()
+    assert {"violence", "self-harm"} <= set(head.categories)
+    assert tuple(head.categories) == D.CATEGORIES
+    entry = load_manifest()["artifacts"][EN_HEAD]
+    assert {"violence", "self-harm"} <= set(entry["categories"])
+    for cat in D.SAFETY_CATEGORIES:
+        assert entry["report"][cat]["train_rows"] > 1000 and entry["report"][cat]["dev_rows"] > 500
+        assert DEFAULT_THRESHOLDS[cat].review == 0.5
+    assert DEFAULT_THRESHOLDS["self-harm"].block > 1.0  # review, never block
+    toml = tomllib.loads((REPO / "rtaudit.toml").read_text())["default"]["thresholds"]
+    for cat in D.SAFETY_CATEGORIES:
+        assert (toml[cat]["review"], toml[cat]["block"]) == (DEFAULT_THRESHOLDS[cat].review, DEFAULT_THRESHOLDS[cat].block)
+
+
+def test_the_manifest_names_where_each_safety_set_comes_from():
+    manifest = load_manifest()
+    provenance = manifest["data_provenance"]
+    for name in D.SAFETY_DATASETS:
+        assert {"repository", "commit", "licence", "fitted", "reported_only"} <= set(provenance[name]), name
+    assert provenance["contrasts"]["repository"] == "this repository"
+    assert provenance["threatgram101"]["licence"].startswith("CC-BY-4.0")
+    recorded = manifest["safety_training_data"]
+    assert set(recorded) == {f"text/{p}" for p in ("threatgram101/Labeled_15076.json", "suicide_detection/Suicide_Detection.xlsx",
+                                                   "epie/Static_Idioms_Words.txt", "epie/Formal_Idioms_Words.txt")}
+
+
+def test_policy_and_fusion_decide_on_the_new_categories():
+    policy = TenantPolicy()
+    assert policy.decide({"violence": 0.95}, complete=True) == "block"
+    assert policy.decide({"violence": 0.6}, complete=True) == "review"
+    assert policy.decide({"self-harm": 0.99}, complete=True) == "review"
+    assert policy.flagged({"self-harm": 0.7, "violence": 0.2, "offensive": 0.9}) == ["offensive", "self-harm"]
+
+    from rtaudit.engine.fusion import Fusion
+
+    from .builders import CREATED_MS, manifest, partial
+
+    f = Fusion(policies=PolicyBook(default=policy), grace_ms=250, retention_ms=60_000)
+    state, _ = f.apply(None, manifest("text/text:0"), CREATED_MS + 1)
+    _, verdict = f.apply(state, partial("text/text:0", scores={"offensive": 0.2, "violence": 0.93, "self-harm": 0.1}),
+                         CREATED_MS + 2)
+    assert verdict is not None and verdict.decision == "block" and verdict.flagged == ["violence"]
+    assert verdict.categories["violence"] == 0.93 and any(r.startswith("violence 0.93 >= block") for r in verdict.reasons)
+
+
+@pytest.fixture(scope="module")
+def probe_scores(text_scorer):
+    texts = [t for t, _ in FLAGGED] + CONTROLS
+    return dict(zip(texts, (r.scores for r in text_scorer.score(texts, evidence=False))))
+
+
+@pytest.mark.parametrize("text,category", FLAGGED)
+def test_the_issues_threats_and_self_harm_are_flagged(probe_scores, text, category):
+    assert set(D.SAFETY_CATEGORIES) <= set(probe_scores[text])
+    assert probe_scores[text][category] >= DEFAULT_THRESHOLDS[category].review, probe_scores[text]
+
+
+@pytest.mark.parametrize("text", [pytest.param(t, marks=pytest.mark.xfail(
+    strict=True, reason="frozen MiniLM + a linear head: 'shoot me an email' and \"I'll shoot you tomorrow\" get the "
+                        "same violence score (0.52, 0.53); the shipped offensive head already flags it (0.52)"))
+    if t == "shoot me an email" else t for t in CONTROLS])
+def test_benign_controls_are_not_flagged_as_threats_or_self_harm(probe_scores, text):
+    for cat in D.SAFETY_CATEGORIES:
+        assert probe_scores[text][cat] < DEFAULT_THRESHOLDS[cat].review, (cat, probe_scores[text])
+
+
+def test_the_written_contrasts_are_in_no_evaluation_set():
+    from rtaudit.engine.text.benign import BENIGN_TEXTS
+    from rtaudit.engine.text.contrasts import CONTRASTS
+    from rtaudit.engine.text.evaluation import PROBES
+    from rtaudit.engine.text.functional import CASES
+
+    held = {D.text_key(t) for t in (*BENIGN_TEXTS, *(c.text for c in CASES), *(t for t, _ in PROBES), *CONTROLS)}
+    assert not held & {D.text_key(t) for t in CONTRASTS}
+    assert len(set(CONTRASTS)) == len(CONTRASTS)
+
+
+def test_hashed_three_way_split_is_deterministic_and_about_its_shares():
+    keys = [f"text {i}" for i in range(20_000)]
+    splits = [D.hashed_split3(k) for k in keys]
+    assert splits == [D.hashed_split3(k) for k in keys]
+    for name, share in (("test", D.SAFETY_TEST), ("dev", D.SAFETY_DEV)):
+        assert abs(splits.count(name) / len(keys) - share) < 0.015
+    assert D.text_key("  Lock  HER up!\n") == D.text_key("lock her up!")
+
+
+def test_xlsx_reader_reads_shared_and_inline_strings(tmp_path):
+    import zipfile
+
+    ns = 'xmlns="http://schemas.openxmlformats.org/spreadsheetml/2006/main"'
+    path = tmp_path / "t.xlsx"
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("xl/sharedStrings.xml", f'<sst {ns}><si><t>Text</t></si><si><t>Class</t></si><si><t>hi</t></si></sst>')
+        z.writestr("xl/worksheets/sheet1.xml", f'<worksheet {ns}><sheetData>'
+                   '<row r="1"><c r="B1" t="s"><v>0</v></c><c r="C1" t="s"><v>1</v></c></row>'
+                   '<row r="2"><c r="A2"><v>2.0</v></c><c r="B2" t="s"><v>2</v></c><c r="C2" t="inlineStr"><is><t>suicide</t></is></c></row>'
+                   '</sheetData></worksheet>')
+    assert D.xlsx_rows(path) == [{"B": "Text", "C": "Class"}, {"A": "2.0", "B": "hi", "C": "suicide"}]
+
+
+def test_epie_sentences_are_read_back_as_prose():
+    assert D.detokenize("‘ You are dead to the world , ’ she said .") == "‘You are dead to the world,’ she said."
+    assert D.detokenize("it 's over , is n't it ?") == "it's over, isn't it?"
+
+
+def test_safety_sets_load_with_disjoint_splits(safety_data_dir):
+    for name, category in (("threatgram101", "violence"), ("suicide_detection", "self-harm"), ("epie", "violence")):
+        rows = D.load(name, safety_data_dir)
+        assert {r.split for r in rows} == {"train", "dev", "test"}
+        keys = {s: {D.text_key(r.text) for r in rows if r.split == s} for s in ("train", "dev", "test")}
+        assert not (keys["train"] & keys["test"]) and not (keys["dev"] & keys["test"]) and not (keys["train"] & keys["dev"])
+        assert all(r.labels[category] in (0, 1) for r in rows)
+    positives = sum(r.labels["violence"] for r in D.load("threatgram101", safety_data_dir))
+    assert 4000 < positives < 6000
+    assert all(len(r.text.split()) <= D.SAFETY_WORDS for r in D.load("suicide_detection", safety_data_dir))
+
+
+def test_training_never_reads_a_safety_test_split(data_dir, safety_data_dir):
+    from rtaudit.engine.text.train import english_examples
+
+    rows = english_examples(data_dir, safety_data_dir)
+    assert {r.split for r in rows} == {"train", "dev"}
+    assert {r.dataset for r in rows} >= set(D.SAFETY_DATASETS) | {"contrasts"}
+    test_keys = {D.text_key(r.text) for name in D.SAFETY_DATASETS for r in D.load(name, safety_data_dir, "test")}
+    assert not test_keys & {D.text_key(r.text) for r in rows if r.dataset in D.SAFETY_DATASETS}
+    recorded = load_manifest()["safety_training_data"]
+    from rtaudit.engine.hashing import sha256_file
+
+    for rel, sha in recorded.items():
+        assert sha256_file(safety_data_dir / rel) == sha, rel
+
+
+def test_held_out_recall_of_the_new_categories(text_scorer, data_dir, safety_data_dir):
+    from rtaudit.engine.text.evaluation import safety
+
+    rows, benign = safety(text_scorer, data_dir, safety_data_dir, quick=True)
+    by = {(r.dataset, r.category): r for r in rows}
+    # floors a little under the full held-out numbers (docs/text-moderation.md) on the quick samples
+    assert by[("suicide_detection", "self-harm")].model.recall >= 0.75
+    assert by[("threatgram101", "violence")].model.recall >= 0.55
+    assert sum(len(benign[c]) for c in D.SAFETY_CATEGORIES) <= 3
