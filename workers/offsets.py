@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 
-from confluent_kafka import Consumer, Message, TopicPartition
+from confluent_kafka import Consumer, KafkaException, Message, TopicPartition
 
 from rtaudit.workers import metrics
 
@@ -63,9 +63,13 @@ class OffsetGapGuard:
                     log.warning("%s: fetch of %s[%s] skipped offsets %s..%s; reading them again (try %s)",
                                 self.role, tp[0], tp[1], want, m.offset() - 1, tries + 1)
                     metrics.FETCH_GAPS.labels(self.role, tp[0], "reread").inc()
-                    self.consumer.seek(TopicPartition(tp[0], tp[1], want))
-                    rewound.add(tp)
-                    continue
+                    try:
+                        self.consumer.seek(TopicPartition(tp[0], tp[1], want))
+                    except KafkaException as exc:  # e.g. revoked meanwhile: the next owner replays it
+                        log.warning("%s: could not seek %s[%s] back to %s: %s", self.role, tp[0], tp[1], want, exc)
+                    else:
+                        rewound.add(tp)
+                        continue
                 log.warning("%s: offsets %s..%s of %s[%s] are still missing after %s re-reads; going on",
                             self.role, want, m.offset() - 1, tp[0], tp[1], tries)
                 metrics.FETCH_GAPS.labels(self.role, tp[0], "accepted").inc()

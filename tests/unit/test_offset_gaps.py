@@ -96,3 +96,15 @@ def test_consume_batch_applies_the_guard() -> None:
     c = Consumer([[Msg(2, 1), Msg(2, 3)], []])
     g = OffsetGapGuard(c, "t")  # type: ignore[arg-type]
     assert offsets(consume_batch(c, 10, 0.0, g)) == [(2, 1)] and c.seeks == [("audit.scores", 2, 2)]  # type: ignore[arg-type]
+
+
+def test_a_failed_seek_lets_the_records_through() -> None:
+    from confluent_kafka import KafkaError, KafkaException
+
+    class Refusing(SeekRecorder):
+        def seek(self, tp: TopicPartition) -> None:
+            raise KafkaException(KafkaError(KafkaError._STATE, "Erroneous state"))
+
+    g = OffsetGapGuard(Refusing(), "t")  # type: ignore[arg-type]
+    g.filter([Msg(0, 1)])
+    assert offsets(g.filter([Msg(0, 3), Msg(0, 4)])) == [(0, 3), (0, 4)]  # logged; nothing held back
