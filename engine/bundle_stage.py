@@ -63,7 +63,8 @@ WARM_BATCH_SIZES = (1, 8, 32, 64)
 WARM_BATCH_SIZES_OF_STAGE: dict[str, tuple[int, ...]] = {"ocr": (1, 2)}
 #: what each runtime takes (recorded in ``input_spec``; informative).
 INPUT_SPECS: dict[str, dict[str, Any]] = {
-    "text": {"kind": "text", "max_tokens": 64, "routes": ["en", "zh", "other"]},
+    "text": {"kind": "text", "max_tokens": 64,
+             "routes": ["en", "zh", "es", "fr", "de", "pt", "it", "ru", "ar", "hi", "other"]},
     "nudenet": {"kind": "image", "tensor": "float32[B,3,320,320]", "max_side_px": 640},
     "rapidocr": {"kind": "image", "max_side_px": 2048, "max_aspect": 4.0, "transcript": "text runtime"},
     "null": {"kind": "any"},
@@ -399,6 +400,9 @@ def source_files(runtime: str, from_dir: Path | str | None = None) -> dict[str, 
 
         src = Path(from_dir) if from_dir else ARTIFACTS
         files = {f"artifacts/{n}": src / n for n in TEXT_ARTIFACTS}
+        ml = src / "multilingual"  # the per-language models (absent from older artifact directories)
+        if (ml / "manifest.json").is_file():
+            files.update({f"artifacts/multilingual/{p.name}": p for p in sorted(ml.iterdir()) if p.is_file()})
     else:
         import nudenet
 

@@ -64,6 +64,27 @@ def safety_data_dir() -> Path:
     return root
 
 
+#: the start of every skip reason of the ``multilingual_data_dir`` fixture (counted by the summary hook too).
+MULTILINGUAL_SKIP_REASON = "multilingual data not found"
+
+
+@pytest.fixture(scope="session")
+def multilingual_data_dir() -> Path:
+    """The per-language abuse sets (``$RTAUDIT_MULTILINGUAL_DATA``, default ``~/.cache/rtaudit/multilingual``;
+    docs/text-moderation.md, 'Other languages', says where each file comes from). Skips the test when
+    they are absent (counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_MULTILINGUAL_DATA=1``."""
+    from rtaudit.engine.text import multilingual_data as MD
+
+    root = MD.default_data_dir()
+    missing = MD.missing(root)
+    if missing:
+        message = f"{MULTILINGUAL_SKIP_REASON}: {missing[0]} (set {MD.DATA_ENV})"
+        if os.environ.get("RTAUDIT_REQUIRE_MULTILINGUAL_DATA") == "1":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return root
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:
@@ -80,6 +101,15 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # ty
                                     "see docs/text-moderation.md ('Data and splits') and set RTAUDIT_SAFETY_DATA",
                                     yellow=True, bold=True)
         for nodeid in safety:
+            terminalreporter.write_line(f"  {nodeid}")
+    multilingual = sorted({r.nodeid for r in terminalreporter.stats.get("skipped", [])
+                           if MULTILINGUAL_SKIP_REASON in _skip_reason(r)})
+    if multilingual:
+        terminalreporter.write_sep("=", "multilingual data", yellow=True)
+        terminalreporter.write_line(f"{len(multilingual)} per-language evaluation tests not run: multilingual data not "
+                                    "found; see docs/text-moderation.md ('Other languages') and set "
+                                    "RTAUDIT_MULTILINGUAL_DATA", yellow=True, bold=True)
+        for nodeid in multilingual:
             terminalreporter.write_line(f"  {nodeid}")
     skipped = [r for r in terminalreporter.stats.get("skipped", []) if DATA_SKIP_REASON in _skip_reason(r)]
     if not skipped:

@@ -25,6 +25,8 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 from rtaudit.workers.cli_text import eval_text, text_app  # noqa: E402  (rtaudit text build-encoder|train, rtaudit eval)
 app.add_typer(text_app, name="text")
+from rtaudit.workers.cli_multilingual import text_train_multilingual  # noqa: E402  (rtaudit text train-multilingual)
+text_app.command("train-multilingual")(text_train_multilingual)
 app.command("eval")(eval_text)
 from rtaudit.workers.cli_harness import bench, chaos, fuzz  # noqa: E402  (rtaudit bench|fuzz|chaos)
 for _harness in (bench, fuzz, chaos):

@@ -12,6 +12,7 @@ from rich.console import Console
 from rich.table import Table
 
 from rtaudit.workers.cli_common import console
+from rtaudit.workers.cli_multilingual import multilingual_section
 
 text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
 #: ../shared/data beside the repository, the default for --data.
@@ -131,6 +132,7 @@ def eval_text(
                   "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
     console.print(t)
     _safety_tables(scorer, data, safety_data or D.safety_data_dir(), quick)
+    multilingual_section(console, scorer, None, quick)  # $RTAUDIT_MULTILINGUAL_DATA; one line when absent
     m, b, n = ev.evidence_f1(scorer, data, quick=quick)
     t = Table("evidence (HateXplain dev rationales)", "posts", "P", "R", "F1", title="Evidence: token-level F1")
     t.add_row("rtaudit-text spans", str(n), _f(m.precision), _f(m.recall), _f(m.f1))

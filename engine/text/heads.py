@@ -9,9 +9,10 @@
   ``offensive`` in every source annotation (OLID's B level is only annotated under OFF;
   hate speech is offensive in Davidson and HateXplain), so their score is capped by the
   ``offensive`` score (their thresholds are chosen on dev with that cap in place).
-* :class:`ChineseModel` — character 1–3-gram hashing (scikit-learn's
+* :class:`CharNgramModel` (``ChineseModel``) — character n-gram hashing (scikit-learn's
   ``HashingVectorizer``: murmurhash3, stateless, so no fitted vocabulary to pickle)
-  → TF-IDF (idf stored) → logistic regression, for COLD's ``offensive`` label.
+  → TF-IDF (idf stored) → logistic regression: COLD's ``offensive`` label (1–3-grams), and one
+  model per language of :mod:`rtaudit.engine.text.multilingual` (``artifacts/multilingual/``).
 
 Arrays, not pickles: an ``.npz`` loads with ``allow_pickle=False`` under any
 numpy/scikit-learn version. ``artifacts/manifest.json`` records the sha256 of each
@@ -124,28 +125,49 @@ ZH_FEATURES = 2**18
 ZH_NGRAMS = (1, 3)
 
 
-def zh_vectorizer():  # type: ignore[no-untyped-def]
+def char_vectorizer(n_features: int = ZH_FEATURES, ngrams: tuple[int, int] = ZH_NGRAMS):  # type: ignore[no-untyped-def]
     """The stateless character n-gram hasher (raw counts; TF-IDF weighting is applied from stored idf)."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
-    return HashingVectorizer(analyzer="char", ngram_range=ZH_NGRAMS, n_features=ZH_FEATURES,
+    return HashingVectorizer(analyzer="char", ngram_range=tuple(ngrams), n_features=n_features,
                              alternate_sign=False, norm=None, lowercase=True)
 
 
+def zh_vectorizer():  # type: ignore[no-untyped-def]
+    """:func:`char_vectorizer` of the Chinese model."""
+    return char_vectorizer(ZH_FEATURES, ZH_NGRAMS)
+
+
+def smooth_idf(counts) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """scikit-learn's smooth idf ``float32[n_features]`` of a hashed count matrix (one row per training text)."""
+    n = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=counts.shape[1])
+    return (np.log((1 + n) / (1 + df)) + 1).astype(np.float32)
+
+
 @dataclass(frozen=True)
-class ChineseModel:
-    """``idf, coef: float32[ZH_FEATURES]``, ``intercept``, ``shift`` (logit of the dev-optimal threshold)."""
+class CharNgramModel:
+    """A character n-gram model for one language: hashed char ``ngrams`` (``n_features`` buckets) →
+    sublinear TF × idf, L2 rows → logistic regression. ``idf, coef: float32[n_features]``,
+    ``intercept``, ``shift`` (logit of the dev-optimal threshold). The Chinese model (COLD) and the
+    per-language models of :mod:`rtaudit.engine.text.multilingual` are instances; the hashing
+    parameters are stored in the ``.npz`` (absent in older files: the Chinese model's)."""
 
     idf: np.ndarray
     coef: np.ndarray
     intercept: float
     shift: float
+    ngrams: tuple[int, int] = ZH_NGRAMS
+
+    @property
+    def n_features(self) -> int:
+        return int(len(self.idf))
 
     def transform(self, texts: list[str]):  # type: ignore[no-untyped-def]
-        """Sublinear-TF × idf, L2-normalised rows: ``scipy.sparse.csr_matrix[n, ZH_FEATURES]``."""
+        """Sublinear-TF × idf, L2-normalised rows: ``scipy.sparse.csr_matrix[n, n_features]``."""
         from sklearn.preprocessing import normalize
 
-        x = zh_vectorizer().transform(texts).astype(np.float32)
+        x = char_vectorizer(self.n_features, self.ngrams).transform(texts).astype(np.float32)
         x.data = 1.0 + np.log(x.data)
         x = x.multiply(self.idf[None, :]).tocsr()
         return normalize(x, norm="l2", copy=False)
@@ -168,17 +190,25 @@ class ChineseModel:
         low = text.lower()  # the vectorizer lowercases; str.lower keeps length for CJK/Latin
         if len(low) != len(text):
             low = text
-        for n in range(ZH_NGRAMS[0], ZH_NGRAMS[1] + 1):
+        size = self.n_features
+        for n in range(self.ngrams[0], self.ngrams[1] + 1):
             for i in range(len(low) - n + 1):
-                j = abs(murmurhash3_32(low[i:i + n], seed=0)) % ZH_FEATURES  # HashingVectorizer's index
+                j = abs(murmurhash3_32(low[i:i + n], seed=0)) % size  # HashingVectorizer's index
                 contrib[i:i + n] += weight.get(j, 0.0) / n
         return contrib
 
     def save(self, path: Path) -> None:
+        extra = {} if tuple(self.ngrams) == ZH_NGRAMS else {"ngrams": np.array(self.ngrams, dtype=np.int32)}
         np.savez_compressed(path, idf=self.idf.astype(np.float16), coef=self.coef.astype(np.float32),
-                            intercept=np.float32(self.intercept), shift=np.float32(self.shift))
+                            intercept=np.float32(self.intercept), shift=np.float32(self.shift), **extra)
 
     @classmethod
-    def load(cls, path: Path | None = None) -> "ChineseModel":
+    def load(cls, path: Path | None = None) -> "CharNgramModel":
         z = np.load(path or verified_path(ZH_MODEL), allow_pickle=False)
-        return cls(z["idf"].astype(np.float32), z["coef"].astype(np.float32), float(z["intercept"]), float(z["shift"]))
+        ngrams = tuple(int(v) for v in z["ngrams"]) if "ngrams" in z.files else ZH_NGRAMS
+        return cls(z["idf"].astype(np.float32), z["coef"].astype(np.float32), float(z["intercept"]), float(z["shift"]),
+                   ngrams)  # type: ignore[arg-type]
+
+
+#: the Chinese model (COLD ``offensive``) is a :class:`CharNgramModel` with the default hashing.
+ChineseModel = CharNgramModel

