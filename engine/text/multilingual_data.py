@@ -159,7 +159,9 @@ def _ud(*names: str) -> Callable[[Path], Iterator[tuple[str, int]]]:
 #: negatives the abuse sets lack. Their topics are narrow (political tweets, mostly abusive MLMA), and
 #: models fitted on those alone flagged 16-60 % of everyday sentences (measured on the benign list,
 #: 2026-12-01, before these were added). Only the dev and test files (the train files are over the
-#: mirror's 4 MiB limit); PUD where the language's large treebank's files all are.
+#: mirror's 4 MiB limit); PUD where the language's large treebank's files all are. Russian also
+#: Taiga (social media, fiction, poetry) and French ParisStories (transcribed spoken stories): everyday
+#: registers beside GSD's web and news text.
 _UD = {
     "es": ("UD_Spanish-GSD", "57c045644664e5c1e169263cc4e3b95e40c078ba", "CC BY-SA 4.0", "es_gsd-ud-dev.conllu", "es_gsd-ud-test.conllu"),
     "fr": ("UD_French-GSD", "830e2782304af08b3cc1c9250475343e04274d81", "CC BY-SA 4.0", "fr_gsd-ud-dev.conllu", "fr_gsd-ud-test.conllu"),
@@ -169,12 +171,16 @@ _UD = {
     "ru": ("UD_Russian-GSD", "5400f2fd7264b7699727bb61b09f53841899df26", "CC BY-SA 4.0", "ru_gsd-ud-dev.conllu", "ru_gsd-ud-test.conllu"),
     "ar": ("UD_Arabic-PUD", "be733f45d21f42d506c62930f806ed2182a5ee3d", "CC BY-SA 3.0", "ar_pud-ud-test.conllu"),
     "hi": ("UD_Hindi-PUD", "8bc630f73e0737ce5ed9eaa97abf11f172ecc9bd", "CC BY-SA 3.0", "hi_pud-ud-test.conllu"),
+    "ru_taiga": ("UD_Russian-Taiga", "3c64a056edcd5c6e2c29b3724d973729c354e016", "CC BY-SA 4.0",
+                 "ru_taiga-ud-dev.conllu", "ru_taiga-ud-test.conllu"),
+    "fr_parisstories": ("UD_French-ParisStories", "c549ab63a3ac2af92ad9e87fff2b4f45742f2d42", "CC BY-SA 4.0",
+                        "fr_parisstories-ud-train.conllu", "fr_parisstories-ud-dev.conllu", "fr_parisstories-ud-test.conllu"),
 }
 UD_SOURCES = tuple(
-    Source(f"ud_{lang}", lang, f"Universal Dependencies {repo[3:]} sentences (ordinary text, no abuse label)",
+    Source(f"ud_{key}", key.split("_")[0], f"Universal Dependencies {repo[3:]} sentences (ordinary text, no abuse label)",
            f"UniversalDependencies/{repo}", commit, licence, tuple((n, n) for n in names),
            "every sentence (# text = ...) = 0", _ud(*names), benign_only=True)
-    for lang, (repo, commit, licence, *names) in _UD.items())
+    for key, (repo, commit, licence, *names) in _UD.items())
 
 
 _MLMA = ("HKUST-KnowComp/MLMA_hate_speech", "479836984aebfbd8a0270ca92018980f745e4c44", "MIT")
