@@ -99,7 +99,7 @@ def test_scores_and_spans_point_into_the_original(text_scorer):
 def test_chinese_is_routed_to_the_cold_model(text_scorer):
     texts = ["你这个傻逼，滚出去", "今天天气很好，我们去公园散步吧。", "Сегодня хорошая погода, пойдём гулять."]
     rude, benign, russian = text_scorer.score(texts)
-    assert rude.language == benign.language == "zh" and russian.language == "other"
+    assert rude.language == benign.language == "zh" and russian.language == "ru"  # lingua: the Russian model
     assert set(rude.scores) == {"offensive"}
     assert rude.scores["offensive"] >= 0.5 and benign.scores["offensive"] < 0.5
     assert set(russian.scores) == {"offensive"} and russian.scores["offensive"] < 0.5
