@@ -44,7 +44,7 @@ def data_dir() -> Path:
 
 
 #: the start of every skip reason of the ``safety_data_dir`` fixture (counted by the summary hook too).
-SAFETY_SKIP_REASON = "safety data not found"
+SAFETY_SKIP_REASON = "safety evaluation data not found"
 
 
 @pytest.fixture(scope="session")
@@ -65,7 +65,7 @@ def safety_data_dir() -> Path:
 
 
 #: the start of every skip reason of the ``multilingual_data_dir`` fixture (counted by the summary hook too).
-MULTILINGUAL_SKIP_REASON = "multilingual data not found"
+MULTILINGUAL_SKIP_REASON = "multilingual evaluation data not found"
 
 
 @pytest.fixture(scope="session")
@@ -92,35 +92,26 @@ def _skip_reason(report: pytest.TestReport) -> str:
     return str(longrepr)
 
 
+#: every kind of evaluation data a test may skip for, counted aloud in the summary: (skip reason,
+#: what the summary says is missing, where to get it). ``.ci/run`` accepts a skip whose reason holds
+#: "evaluation data not found" and nothing else.
+EVALUATION_DATA = (
+    (SAFETY_SKIP_REASON, "threat/self-harm evaluation tests not run: safety data not found",
+     "see docs/text-moderation.md ('Data and splits') and set RTAUDIT_SAFETY_DATA"),
+    (MULTILINGUAL_SKIP_REASON, "per-language evaluation tests not run: multilingual data not found",
+     "see docs/text-moderation.md ('Other languages') and set RTAUDIT_MULTILINGUAL_DATA"),
+    (DATA_SKIP_REASON, "evaluation tests not run: ../shared/data not found",
+     f"put the shared data at {DATA_DIR} to run them"),
+)
+
+
 def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:  # type: ignore[no-untyped-def]
-    """One loud line (and the list) for the evaluation tests skipped for want of ``../shared/data``."""
-    safety = sorted({r.nodeid for r in terminalreporter.stats.get("skipped", []) if SAFETY_SKIP_REASON in _skip_reason(r)})
-    if safety:
-        terminalreporter.write_sep("=", "safety data", yellow=True)
-        terminalreporter.write_line(f"{len(safety)} threat/self-harm evaluation tests not run: safety data not found; "
-                                    "see docs/text-moderation.md ('Data and splits') and set RTAUDIT_SAFETY_DATA",
-                                    yellow=True, bold=True)
-        for nodeid in safety:
+    """One loud line (and the list) per kind of evaluation data the skipped tests wanted."""
+    for reason, what, where in EVALUATION_DATA:
+        ids = sorted({r.nodeid for r in terminalreporter.stats.get("skipped", []) if reason in _skip_reason(r)})
+        if not ids:
+            continue
+        terminalreporter.write_sep("=", "evaluation data", yellow=True)
+        terminalreporter.write_line(f"{len(ids)} {what}; {where}", yellow=True, bold=True)
+        for nodeid in ids:
             terminalreporter.write_line(f"  {nodeid}")
-    multilingual = sorted({r.nodeid for r in terminalreporter.stats.get("skipped", [])
-                           if MULTILINGUAL_SKIP_REASON in _skip_reason(r)})
-    if multilingual:
-        terminalreporter.write_sep("=", "multilingual data", yellow=True)
-        terminalreporter.write_line(f"{len(multilingual)} per-language evaluation tests not run: multilingual data not "
-                                    "found; see docs/text-moderation.md ('Other languages') and set "
-                                    "RTAUDIT_MULTILINGUAL_DATA", yellow=True, bold=True)
-        for nodeid in multilingual:
-            terminalreporter.write_line(f"  {nodeid}")
-    skipped = [r for r in terminalreporter.stats.get("skipped", []) if DATA_SKIP_REASON in _skip_reason(r)]
-    if not skipped:
-        return
-    ids = sorted({r.nodeid for r in skipped})
-    terminalreporter.write_sep("=", "evaluation data", yellow=True)
-    terminalreporter.write_line(
-        f"{len(ids)} evaluation tests not run: ../shared/data not found; "
-        f"put the shared data at {DATA_DIR} to run them",
-        yellow=True,
-        bold=True,
-    )
-    for nodeid in ids:
-        terminalreporter.write_line(f"  {nodeid}")
