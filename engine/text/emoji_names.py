@@ -67,10 +67,20 @@ def emoji_name(sequence: str) -> str | None:
     return _ascii(raw.replace("_", " ")) or None
 
 
+#: a run of one emoji repeated (``🤬🤬🤬🤬``, spaces between allowed) is named this many times at most;
+#: the rest of the run leaves the model view (repetition adds no meaning, and each name is 2-6 word pieces).
+MAX_REPEAT = 3
+#: most emoji named in one text; past it an emoji stays as it is (the encoder reads it as unknown).
+#: Unbounded, a text of 32,000 emoji (within the request limit) became 160,000 word pieces: 45 s of
+#: encoder time on one core, every other text of the stage waiting behind it.
+MAX_NAMED = 500
+
+
 def emoji_names(text: str, spans: _Spans, *, is_letter: Callable[[str], object] = lambda c: False) -> tuple[str, _Spans]:
     """Replace each emoji sequence of ``text`` by its name (see the module docstring); ``spans[i]``
     is the original span of ``text[i]``. ``is_letter(c)`` says which first characters belong to
-    letter-shaped emoji (left for the letter step)."""
+    letter-shaped emoji (left for the letter step). Bounded: at most :data:`MAX_REPEAT` names per run
+    of one repeated emoji and :data:`MAX_NAMED` per text."""
     _, _, firsts = _data()
     if not any(c in firsts for c in text):
         return text, spans
@@ -79,6 +89,7 @@ def emoji_names(text: str, spans: _Spans, *, is_letter: Callable[[str], object] 
     chars: list[str] = []
     out: _Spans = []
     pos = 0
+    named, last, repeat = 0, None, 0
     for token in emoji.analyze(text, non_emoji=False, join_emoji=True):
         match = token.value
         start, end = match.start, match.end
@@ -86,6 +97,14 @@ def emoji_names(text: str, spans: _Spans, *, is_letter: Callable[[str], object] 
         name = None if is_letter(seq[0]) or _KEYCAP in seq else emoji_name(seq)
         if name is None:
             continue
+        repeat = repeat + 1 if seq == last and not text[pos:start].strip() else 1
+        last = seq
+        if repeat > MAX_REPEAT:  # the run goes on: drop it from the model view
+            pos = end
+            continue
+        if named >= MAX_NAMED:
+            continue
+        named += 1
         chars.extend(text[pos:start])
         out.extend(spans[pos:start])
         span = (spans[start][0], spans[end - 1][1])

@@ -144,3 +144,22 @@ def test_hatemoji_build_validation_macro_f1(text_scorer, data_dir):
     result = hatemoji(text_scorer, data_dir, "dev")
     assert result["rows"] == 591
     assert result["macro_f1"] >= HATEMOJI_VALIDATION_FLOOR, result
+
+
+def test_emoji_naming_is_bounded_for_hostile_texts() -> None:
+    """32,000 emoji (within the request limit) named in full were 160,000 word pieces (45 s of encoder
+    time; 0.25 s now for the run, 1.9 s for the alternation): a repeated run is named MAX_REPEAT times,
+    a text at most MAX_NAMED emoji per pass; offsets still map."""
+    from rtaudit.engine.text.emoji_names import MAX_NAMED, MAX_REPEAT
+    from rtaudit.engine.text.normalize import normalize
+
+    run = normalize("🤬" * 32000)
+    assert run.text.split().count("mouth") == MAX_REPEAT
+    from rtaudit.engine.text.normalize import _MAX_PASSES
+
+    mixed = normalize("🤬🙂" * 16000)  # MAX_NAMED per pass of the pipeline, the rest left as they are
+    assert 0 < mixed.text.count("mouth") + mixed.text.count("smiling") <= _MAX_PASSES * MAX_NAMED
+    pig = normalize("you 🐷🐷🐷🐷🐷 and 🐀 🐀 🐀 🐀")
+    assert pig.text.split() == ["you", "pig", "pig", "pig", "and", "rat", "rat", "rat"]
+    s, e = pig.to_original(pig.text.index("rat"), pig.text.index("rat") + 3)
+    assert pig.original[s:e] == "🐀"
