@@ -1,7 +1,7 @@
 """``rtaudit dlq``: read ``audit.dlq``, the records no worker could process, with their reasons.
 
 Every record is shown (the same bad input sent twice is two DLQ records); by default what is
-on the topic now, oldest first, then the command exits; ``--follow`` keeps reading. A line
+on the topic now, oldest first (by failure time), then the command exits; ``--follow`` keeps reading. A line
 holds when it failed, the role that refused it, the error code and message, the request id
 (or the source record's key), where it came from (topic[partition]@offset) and its size; with
 ``--original`` the first bytes of the original record too, escaped so that no control byte
@@ -21,15 +21,24 @@ from rtaudit.workers.cli_common import ConfigOpt, fail, settings_or_exit
 
 #: bytes of the original record ``--original`` prints.
 ORIGINAL_PREVIEW_BYTES = 120
+#: characters of a request id or key a line prints.
+WHO_CHARS = 64
+
+
+def printable(text: str, limit: int | None = None) -> str:
+    """``text`` with every character the terminal would act on (ESC, CR, NUL, line breaks...) escaped
+    Python-style (``\\x1b``), cut to ``limit`` characters with ``…``: keys and ids come from producers."""
+    out = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+    return out if limit is None or len(out) <= limit else out[:limit] + "…"
 
 
 def dlq_line(r: DLQRecord, original: bool = False) -> str:
     """One readable line for a DLQ record (UTC time to the ms; ``original``: a preview of its
     first :data:`ORIGINAL_PREVIEW_BYTES` bytes, Python-escaped)."""
     when = dt.datetime.fromtimestamp(r.failed_at_ms / 1000, dt.UTC).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
-    who = r.request_id or (f"key={r.source_key}" if r.source_key else "-")
+    who = printable(r.request_id or (f"key={r.source_key}" if r.source_key else "-"), WHO_CHARS)
     size = f"{r.original_size_bytes} B" + (" (truncated)" if r.original_truncated else "")
-    line = f"{when} {r.role:7} {r.error_code:20} {who:34} {r.source_topic}[{r.source_partition}]@{r.source_offset} {size}: {r.error}"
+    line = f"{when} {r.role:7} {r.error_code:20} {who:34} {r.source_topic}[{r.source_partition}]@{r.source_offset} {size}: {printable(r.error)}"
     if original:
         try:
             raw = base64.b64decode(r.original_b64, validate=True)
@@ -63,7 +72,10 @@ def dlq(
     roles, codes, n = set(role or ()), set(code or ()), 0
     with reader:
         try:
-            for r, _ in reader.stream() if follow else _until_idle(reader, 2.0):
+            # what the topic holds now, oldest first (its partitions are read side by side); with
+            # --follow, records as they come (in each partition's order)
+            records = reader.stream() if follow else sorted(_until_idle(reader, 2.0), key=lambda rec: rec[0].failed_at_ms)
+            for r, _ in records:
                 if (roles and r.role not in roles) or (codes and r.error_code not in codes) or (
                         request_id and request_id not in (r.request_id, r.source_key)):
                     continue

@@ -36,3 +36,11 @@ def test_the_original_is_escaped_and_cut() -> None:
     preview = line.split("original: ", 1)[1]
     assert "\x1b" not in line and "\x00" not in line and preview.startswith("\\x1b[2J\\x00xxx")
     assert preview.endswith("…") and preview.count("x") == ORIGINAL_PREVIEW_BYTES - 5 + 2  # 5 non-x bytes; 2: the escapes' own x
+
+
+def test_keys_and_reasons_cannot_drive_the_terminal() -> None:
+    from rtaudit.workers.cli_dlq import WHO_CHARS, printable
+
+    assert printable("h1-rid-\x1b[31m\n\r\x00") == "h1-rid-\\x1b[31m\\n\\r\\x00"
+    assert printable("k" * 100_000, WHO_CHARS) == "k" * WHO_CHARS + "…"
+    assert printable("naïve 🐷 text") == "naïve 🐷 text"
