@@ -46,3 +46,13 @@ def test_media_payloads_are_found_wherever_they_leak(tmp_path):
     (tmp_path / "text-0.log").write_bytes(b"oops " + payload + b"\n")
     assert leaks(probes, b'{"reasons": ["fine"]}', tmp_path) == {"text-0 log": 1}
     assert leaks(probes, b'{"reasons": ["' + payload + b'"]}', tmp_path) == {"verdicts": 1, "text-0 log": 1}
+
+
+def test_the_fuzz_fleet_keeps_its_private_port_whatever_the_environment_says(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """RTAUDIT_EMBEDDED_PORT (exported for a user's own fleet) overrides a settings file; the fuzz
+    run's port must win, or its requests land in that fleet (from a newcomer's run)."""
+    from rtaudit.workers.fuzz.harness import private_settings, write_config
+
+    monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", "39417")
+    config = write_config(tmp_path / "rtaudit.toml", 45123, tmp_path / "state", tmp_path, "null")
+    assert private_settings(config, 45123).embedded_port == 45123

@@ -190,6 +190,13 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def private_settings(config: Path, port: int) -> Settings:
+    """The run's settings from ``config`` on the private ``port``: the port wins over
+    ``RTAUDIT_EMBEDDED_PORT`` (which the README has users export, and which overrides a settings
+    file), so the fuzz fleet never attaches to a fleet already on that port."""
+    return load_settings(config).model_copy(update={"embedded_port": port})
+
+
 @contextmanager
 def fuzz_fleet(opts: FuzzOptions, run_dir: Path, on_event: Callable[[str], None] | None = None) -> Iterator[tuple[Fleet, Settings]]:
     """A supervised router + text + fusion fleet on a private embedded broker, ready;
@@ -200,10 +207,11 @@ def fuzz_fleet(opts: FuzzOptions, run_dir: Path, on_event: Callable[[str], None]
         port = free_port()
     config = write_config(run_dir / "rtaudit.toml", port, run_dir / "state", prepare_media_root(run_dir / "media"),
                           opts.text_model)
-    settings = load_settings(config)
+    settings = private_settings(config, port)
     fleet = Fleet(settings, config=config, roles=ROLES, log_dir=run_dir / "logs", supervise=True,
                   policy=RestartPolicy(base_s=0.5, cap_s=5.0), on_event=on_event,
-                  env={"RTAUDIT_STATE_DIR": str(run_dir / "state"), "RTAUDIT_METRICS_PORT": "0"})
+                  env={"RTAUDIT_STATE_DIR": str(run_dir / "state"), "RTAUDIT_METRICS_PORT": "0",
+                       "RTAUDIT_EMBEDDED_PORT": str(port)})
     fleet.launch()
     try:
         wait_text_ready(fleet, settings, opts.ready_timeout_s)
