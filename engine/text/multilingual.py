@@ -13,7 +13,8 @@ the Chinese model's recipe, trained by ``rtaudit text train-multilingual`` on th
 :mod:`rtaudit.engine.text.multilingual_data`), scored as ``offensive`` (for :data:`LEXICAL_MAX`, the
 larger of the model and the lexical score). Latin-script text leaves the English model only when the detected language is
 ahead of English by :data:`LATIN_MARGIN` (short English posts are often a near tie between
-English and French or Italian; the English model is the stronger one on English).
+English and French or Italian; the English model is the stronger one on English) and holds at
+least :data:`LATIN_MIN_WORDS` words.
 
 Artifacts live apart from the English ones: ``artifacts/multilingual/<lang>_char_lr.npz`` and
 ``artifacts/multilingual/manifest.json`` (sha256 of each file, datasets with repository, commit
@@ -49,6 +50,9 @@ DETECTED = tuple(_LINGUA.values()) + DECOYS
 #: a Latin-script text goes to a non-English model only when that language's lingua confidence is at
 #: least this much above English's (chosen on the dev splits and English dev posts: docs/text-moderation.md).
 LATIN_MARGIN = 0.15
+#: ...and only when it has at least this many words: one or two words are too few to tell a
+#: language by (a newcomer's "hello" went to the Italian model, its verdict with no English category)
+LATIN_MIN_WORDS = 3
 #: subdirectory of the artifacts directory with the per-language models and their manifest.
 SUBDIR = "multilingual"
 
@@ -127,7 +131,7 @@ class LanguageRouter:
             if found is None or found[0] not in LANGUAGES:
                 continue
             lang, conf, english = found
-            if script_routes[i] == "en" and conf - english < LATIN_MARGIN:
+            if script_routes[i] == "en" and (conf - english < LATIN_MARGIN or len(texts[i].split()) < LATIN_MIN_WORDS):
                 continue
             out[i] = lang
         return out
