@@ -43,6 +43,17 @@ def data_dir() -> Path:
     return DATA_DIR
 
 
+def _fetched_data(root: Path, missing: list, reason: str, data_env: str, require_env: str) -> Path:  # type: ignore[type-arg]
+    """``root`` when nothing is ``missing``; else skip with ``reason`` (counted aloud in the summary),
+    or fail when ``require_env`` is ``1``."""
+    if missing:
+        message = f"{reason}: {missing[0]} (set {data_env})"
+        if os.environ.get(require_env) == "1":
+            pytest.fail(message, pytrace=False)
+        pytest.skip(message)
+    return root
+
+
 #: the start of every skip reason of the ``safety_data_dir`` fixture (counted by the summary hook too).
 SAFETY_SKIP_REASON = "safety evaluation data not found"
 
@@ -56,12 +67,7 @@ def safety_data_dir() -> Path:
 
     root = D.safety_data_dir()
     missing = [p for ps in D.safety_files(root).values() for p in ps if not p.is_file()]
-    if missing:
-        message = f"{SAFETY_SKIP_REASON}: {missing[0]} (set {D.SAFETY_ENV})"
-        if os.environ.get("RTAUDIT_REQUIRE_SAFETY_DATA") == "1":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return root
+    return _fetched_data(root, missing, SAFETY_SKIP_REASON, D.SAFETY_ENV, "RTAUDIT_REQUIRE_SAFETY_DATA")
 
 
 #: the start of every skip reason of the ``multilingual_data_dir`` fixture (counted by the summary hook too).
@@ -76,13 +82,7 @@ def multilingual_data_dir() -> Path:
     from rtaudit.engine.text import multilingual_data as MD
 
     root = MD.default_data_dir()
-    missing = MD.missing(root)
-    if missing:
-        message = f"{MULTILINGUAL_SKIP_REASON}: {missing[0]} (set {MD.DATA_ENV})"
-        if os.environ.get("RTAUDIT_REQUIRE_MULTILINGUAL_DATA") == "1":
-            pytest.fail(message, pytrace=False)
-        pytest.skip(message)
-    return root
+    return _fetched_data(root, MD.missing(root), MULTILINGUAL_SKIP_REASON, MD.DATA_ENV, "RTAUDIT_REQUIRE_MULTILINGUAL_DATA")
 
 
 def _skip_reason(report: pytest.TestReport) -> str:
