@@ -50,9 +50,9 @@ DETECTED = tuple(_LINGUA.values()) + DECOYS
 #: a Latin-script text goes to a non-English model only when that language's lingua confidence is at
 #: least this much above English's (chosen on the dev splits and English dev posts: docs/text-moderation.md).
 LATIN_MARGIN = 0.15
-#: ...and only when it has at least this many words: one or two words are too few to tell a
+#: ...and only when it has at least this many words: one word is too few to tell a
 #: language by (a newcomer's "hello" went to the Italian model, its verdict with no English category)
-LATIN_MIN_WORDS = 3
+LATIN_MIN_WORDS = 2
 #: subdirectory of the artifacts directory with the per-language models and their manifest.
 SUBDIR = "multilingual"
 

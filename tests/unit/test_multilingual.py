@@ -177,10 +177,10 @@ def test_held_out_table_on_samples(multilingual_data_dir, text_scorer):
         assert r.n > 0 and r.routed > 0.8 and r.recall > 0.3, r
 
 
-def test_one_or_two_latin_words_stay_english() -> None:
+def test_one_latin_word_stays_english() -> None:
     """Too few words to tell a language by: "hello" went to the Italian model (a newcomer's run)."""
     from rtaudit.engine.text.scoring import TextScorer
 
-    scores = TextScorer().score(["hello", "ciao bella", "hello there my friend, how are you doing today?"])
+    scores = TextScorer().score(["hello", "ciao", "hello there my friend, how are you doing today?"])
     assert [s.language for s in scores] == ["en", "en", "en"]
     assert {"violence", "self-harm"} <= set(scores[0].scores)
