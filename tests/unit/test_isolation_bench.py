@@ -109,3 +109,15 @@ def test_importing_the_module_builds_no_app_and_unknown_names_raise() -> None:
     assert "app" not in vars(iso)
     with pytest.raises(AttributeError):
         iso.no_such_name  # noqa: B018
+
+
+def test_a_metrics_port_block_is_free_and_outside_the_ephemeral_range() -> None:
+    import socket
+
+    from rtaudit.workers.bench.rig import PORT_BLOCK_RANGE, free_port_block
+
+    base = free_port_block(4)
+    assert PORT_BLOCK_RANGE[0] <= base and base + 4 <= PORT_BLOCK_RANGE[1]
+    for port in range(base, base + 4):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))

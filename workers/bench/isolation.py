@@ -385,7 +385,7 @@ def run(opts: IsolationOptions, say: Callable[[str], None] = print) -> Isolation
 @contextmanager
 def _stand(opts: IsolationOptions, log_dir: Path, say: Callable[[str], None]) -> Iterator["_Stand"]:
     """A fleet (router, fusion, the cost-stage text worker) on a new embedded broker, ready, with a reader and a producer."""
-    from rtaudit.workers.bench.rig import free_port
+    from rtaudit.workers.bench.rig import free_port, free_port_block
     from rtaudit.workers.fleet import Fleet
     from rtaudit.workers.kafka import producer_config
     from rtaudit.workers.settings import load_settings
@@ -393,7 +393,8 @@ def _stand(opts: IsolationOptions, log_dir: Path, say: Callable[[str], None]) ->
     started, quota = time.monotonic(), opts.quota_share * opts.cost.capacity_per_s
     log_dir.mkdir(parents=True, exist_ok=True)
     config = log_dir / "isolation.toml"
-    config.write_text(settings_toml(free_port(), log_dir / "state", free_port(), quota, max(1.0, quota * opts.burst_s)))
+    # metrics ports: this process's base, then one per worker (the router's counters are read)
+    config.write_text(settings_toml(free_port(), log_dir / "state", free_port_block(4), quota, max(1.0, quota * opts.burst_s)))
     settings = load_settings(config)
     env = {BATCH_MS_ENV: str(opts.cost.batch_ms), ITEM_MS_ENV: str(opts.cost.item_ms), "RTAUDIT_STATE_DIR": str(log_dir / "state")}
     fleet = Fleet(settings, config=config, roles=("router", "fusion", WORKER_ROLE), log_dir=log_dir, env=env)

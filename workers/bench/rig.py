@@ -35,6 +35,40 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+#: listening ports of a block are drawn from here: below Linux's ephemeral range (32768-60999), which
+#: client sockets (every Kafka connection of the fleet) take their local ports from.
+PORT_BLOCK_RANGE = (20000, 32000)
+
+
+def free_port_block(n: int, tries: int = 200) -> int:
+    """The first of ``n`` consecutive loopback ports that are free now, for a fleet's metrics
+    ports (the fleet gives its workers ``base + 1``, ``base + 2``...). ``free_port() + k`` was not
+    enough: the kernel hands the ports after an ephemeral one to client connections (seen in CI: a
+    router exiting with ``Address already in use`` on its metrics port).
+
+    Raises:
+        RuntimeError: no free block in ``tries`` draws.
+    """
+    import random
+
+    rng = random.Random()
+    for _ in range(tries):
+        base = rng.randrange(PORT_BLOCK_RANGE[0], PORT_BLOCK_RANGE[1] - n)
+        socks = []
+        try:
+            for port in range(base, base + n):
+                sock = socket.socket()
+                socks.append(sock)
+                sock.bind(("127.0.0.1", port))
+            return base
+        except OSError:
+            continue
+        finally:
+            for sock in socks:
+                sock.close()
+    raise RuntimeError(f"no {n} consecutive free loopback ports in {PORT_BLOCK_RANGE}")
+
+
 def process_cpu_seconds(pid: int) -> float:
     """CPU seconds (user + system, every thread) used so far by process ``pid``, from
     ``/proc/<pid>/stat`` (Linux). Raises ``OSError`` when there is no such process."""
