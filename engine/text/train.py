@@ -34,6 +34,7 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text import data as D
+from rtaudit.engine.text.safety_negatives import contrast_examples, prose_passages
 from rtaudit.engine.text.heads import (ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_FEATURES, ZH_MODEL, ZH_NGRAMS, ChineseModel,
                                EnglishHead, lexical_logit, sha256_file, zh_vectorizer)
 from rtaudit.engine.text.metrics import best_threshold, best_threshold_macro
@@ -75,13 +76,6 @@ C_GRID = (0.5, 2.0, 8.0)
 #: Reddit posts): "I want to die" fell from 0.78 to 0.34. ``self-harm``'s negatives are the r/teenagers
 #: posts, the threat sets and the hashed sample of Davidson, OLID and HateXplain rows.
 VIOLENCE_ONLY_NEGATIVES = frozenset({"epie"})
-#: ...but joined into passages as long as a window of a long document, the same sentences are
-#: negatives of both (:func:`prose_passages`): without them ordinary prose of 40+ words read as
-#: self-harm (a 5,000-word benign text 0.73, its violence 0.48), since every long training text
-#: of the head was a Reddit post. Passages per split; at least this many words each, in turn (a
-#: window of a long document holds up to 64 word pieces, about 45 words).
-PROSE_PASSAGES = {"train": 6000, "dev": 1000}
-PASSAGE_WORDS = (25, 40, 55)
 #: the safety categories' thresholds give at least this recall on their dev positives (issue 12's
 #: target is 0.80 on the held-out split; the pooled-F1 threshold gave 0.65 on ThreatGram's).
 SAFETY_RECALL = {"violence": None, "self-harm": 0.82}
@@ -214,37 +208,6 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
     out.extend(prose_passages([e for e in out if e.dataset == "epie"]))
     out.extend(contrast_examples())
     return out
-
-
-def prose_passages(sentences: list[D.Example]) -> list[D.Example]:
-    """Up to :data:`PROSE_PASSAGES` passages per split of consecutive ``sentences`` (EPIE prose, in an
-    order hashed from their ids, never across splits; a sentence is in at most one passage) of at
-    least :data:`PASSAGE_WORDS` words each (the lengths in turn), negative for ``violence`` and
-    ``self-harm`` (dataset ``epie_passages``)."""
-    import hashlib
-
-    out: list[D.Example] = []
-    for split, n in PROSE_PASSAGES.items():
-        rows = sorted((s for s in sentences if s.split == split),
-                      key=lambda s: hashlib.sha256(s.uid.encode()).hexdigest())
-        passage: list[D.Example] = []
-        for s in rows:
-            passage.append(s)
-            if sum(len(p.text.split()) for p in passage) >= PASSAGE_WORDS[len(out) % len(PASSAGE_WORDS)]:
-                out.append(D.Example(" ".join(p.text for p in passage), {c: 0 for c in D.SAFETY_CATEGORIES},
-                                     "epie_passages", split, "passage:" + passage[0].uid))
-                passage = []
-                if sum(e.split == split for e in out) >= n:
-                    break
-    return out
-
-
-def contrast_examples() -> list[D.Example]:
-    """:data:`rtaudit.engine.text.contrasts.CONTRASTS` as ``train`` rows, negative for ``violence`` (as
-    ``self-harm`` negatives, their self-directed hyperbole pulled "I want to die" from 0.55 to 0.20)."""
-    from rtaudit.engine.text.contrasts import CONTRASTS
-
-    return [D.Example(t, {"violence": 0}, "contrasts", "train", f"contrast:{i}") for i, t in enumerate(CONTRASTS)]
 
 
 def english_features(examples: list[D.Example], encoder, lexical,  # type: ignore[no-untyped-def]
