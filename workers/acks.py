@@ -33,8 +33,12 @@ class InOrderAcks(Generic[E]):
     def track(self, record: E) -> None:
         """Register ``record`` as consumed (call in the order records arrive)."""
         entry = [record, False]
-        self._forgotten.discard(self._partition_of(record))
-        self._pending.setdefault(self._partition_of(record), deque()).append(entry)
+        partition = self._partition_of(record)
+        self._forgotten.discard(partition)
+        queue = self._pending.get(partition)
+        if queue is None:
+            queue = self._pending[partition] = deque()
+        queue.append(entry)
         self._entry[id(record)] = entry
 
     def done(self, record: E) -> list[E]:

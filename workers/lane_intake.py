@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
@@ -43,29 +43,43 @@ INTAKE_POLL_S = 0.05
 COMMIT_INTERVAL_S = 0.5
 #: longest wait of one ``Producer.poll`` of the delivery thread, s.
 DELIVERY_POLL_S = 0.05
-#: low-lane records the intake may hold beyond the batcher's full low lane before it stops
-#: fetching (the low lane's partitions are paused as soon as it holds any).
-LO_OVERFLOW_MAX = 4 * INTAKE_BATCH
-#: held low-lane records at which the low lane's partitions are paused...
-LO_OVERFLOW_PAUSE = 2 * INTAKE_BATCH
-#: ...and at or below which they are resumed (what is held and batched covers the re-fetch).
-LO_OVERFLOW_RESUME = INTAKE_BATCH // 2
+#: held low-lane records (beyond the batcher's full low lane) at which the low lane's
+#: partitions are paused, or held bytes (record values), whichever comes first. A pause
+#: makes librdkafka drop what it prefetched for them, re-fetched on resume: pausing at 2,000
+#: held (resuming at 500) cycled every ~1,500 records and cost a null-model text worker a
+#: third of its throughput (60,000 tasks at once, A/B in one sitting: 10.3-10.8k vs
+#: 15.4-22.0k records/s with these bounds; broker CPU per 1,000 records 0.033 vs 0.014-0.020 s).
+LO_OVERFLOW_PAUSE = 20 * INTAKE_BATCH
+LO_OVERFLOW_PAUSE_BYTES = 32 * 1024 * 1024
+#: ...and at or below which (records and bytes) they are resumed: what is held and batched
+#: then covers the re-fetch many times over.
+LO_OVERFLOW_RESUME = 5 * INTAKE_BATCH
+LO_OVERFLOW_RESUME_BYTES = 8 * 1024 * 1024
+#: held records or bytes past which the intake stops fetching (both lanes) until the held
+#: backlog shrinks: the bound of the worker's memory for records held beside the batcher.
+#: At most one consumed batch arrives after the pause, so it is rarely reached.
+LO_OVERFLOW_MAX = 2 * LO_OVERFLOW_PAUSE
+LO_OVERFLOW_MAX_BYTES = 2 * LO_OVERFLOW_PAUSE_BYTES
 
 
 #: a partition: ``(topic, partition)``.
 TP = tuple[str, int]
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class Work:
-    """A consumed record and its decoded task (``None`` for a record bound for the DLQ)."""
+    """A consumed record and its decoded task (``None`` for a record bound for the DLQ).
+    ``tp`` (its partition) and ``nbytes`` (its value's size, bytes) are read once, at construction."""
 
     message: Message
     task: ModalityTask | None
+    tp: TP = field(init=False)
+    nbytes: int = field(init=False)
 
-    @property
-    def tp(self) -> TP:
-        return (self.message.topic(), self.message.partition())
+    def __post_init__(self) -> None:
+        self.tp = (self.message.topic(), self.message.partition())
+        value = self.message.value()
+        self.nbytes = len(value) if value else 0
 
 
 class LaneControl:
@@ -89,8 +103,9 @@ class LaneControl:
         self.assigned: set[TP] = set()
         #: set on the event loop by :meth:`apply_lag`, read by the consumer's thread.
         self.want_lo_paused = False
-        #: low-lane records the intake holds because the batcher's low lane is full (set on the loop).
+        #: low-lane records (and their bytes) the intake holds because the batcher's low lane is full (set on the loop).
         self.lo_overflow = 0
+        self.lo_overflow_bytes = 0
         self._overflow_pause = False
         self._positions: dict[TP, tuple[int | None, float]] = {}
 
@@ -155,12 +170,13 @@ class LaneControl:
 
     def overflow_pause(self) -> bool:
         """Whether the low-lane records held beside the batcher ask for the low lane's pause:
-        from ``LO_OVERFLOW_PAUSE`` held until they fall to ``LO_OVERFLOW_RESUME`` (pausing at
-        the first held record made every backlog pause, purge its prefetch and re-fetch in
-        turn: a null-model text worker fell from 12,900 to 6,200 records/s)."""
-        if self.lo_overflow >= LO_OVERFLOW_PAUSE:
+        from ``LO_OVERFLOW_PAUSE`` records or ``LO_OVERFLOW_PAUSE_BYTES`` held until both fall
+        to ``LO_OVERFLOW_RESUME`` / ``LO_OVERFLOW_RESUME_BYTES`` (each pause purges the
+        prefetch; pausing at the first held record made a null-model text worker fall from
+        12,900 to 6,200 records/s, pausing at 2,000 to about 10,500)."""
+        if self.lo_overflow >= LO_OVERFLOW_PAUSE or self.lo_overflow_bytes >= LO_OVERFLOW_PAUSE_BYTES:
             self._overflow_pause = True
-        elif self.lo_overflow <= LO_OVERFLOW_RESUME:
+        elif self.lo_overflow <= LO_OVERFLOW_RESUME and self.lo_overflow_bytes <= LO_OVERFLOW_RESUME_BYTES:
             self._overflow_pause = False
         return self._overflow_pause
 
@@ -360,15 +376,20 @@ class LowLaneOverflow:
     A high-lane record waits for room in its lane (back-pressure). A low-lane record that
     finds its lane full, or older low-lane records already held, is held here in arrival
     order and moved into the batcher as the lane makes room; from ``LO_OVERFLOW_PAUSE`` held
-    the :class:`LaneControl` pauses the low lane's partitions (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
+    (or ``LO_OVERFLOW_PAUSE_BYTES``) the :class:`LaneControl` pauses the low lane's partitions
+    (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
     record by record, so a full low lane held every high-lane record behind it (bench
     --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
-    ``max_held`` records, :meth:`settle` waits for the backlog to shrink (the intake stops).
+    ``max_held`` records or ``max_held_bytes`` (record values), :meth:`settle` waits for the
+    backlog to shrink (the intake stops).
     """
 
-    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX) -> None:
-        self.batcher, self.control, self.max_held = batcher, control, max_held
+    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX,
+                 max_held_bytes: int = LO_OVERFLOW_MAX_BYTES) -> None:
+        self.batcher, self.control, self.max_held, self.max_held_bytes = batcher, control, max_held, max_held_bytes
         self.held: deque[Work] = deque()
+        #: bytes of the held records' values.
+        self.held_bytes = 0
         self._drain: asyncio.Future[None] | None = None
         self._below_max = asyncio.Event()
 
@@ -380,6 +401,7 @@ class LowLaneOverflow:
         assert work.task is not None
         if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
             self.held.append(work)
+            self.held_bytes += work.nbytes
             return
         await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id)
 
@@ -389,15 +411,19 @@ class LowLaneOverflow:
         self._report()
         if self.held and (self._drain is None or self._drain.done()):
             self._drain = asyncio.ensure_future(self._drain_held())
-        while len(self.held) > self.max_held:  # until back under the bound, not until drained
+        while self._over_max():  # until back under the bound, not until drained
             self._below_max.clear()
             await self._below_max.wait()
+
+    def _over_max(self) -> bool:
+        return len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes
 
     def forget(self, partitions: set[TP]) -> None:
         """Partitions revoked: their held records are another member's now."""
         self.held = deque(w for w in self.held if w.tp not in partitions)
+        self.held_bytes = sum(w.nbytes for w in self.held)
         self._report()
-        if len(self.held) <= self.max_held:
+        if not self._over_max():
             self._below_max.set()
 
     def cancel(self) -> None:
@@ -411,10 +437,12 @@ class LowLaneOverflow:
             await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id)
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
                 self.held.popleft()
+                self.held_bytes -= work.nbytes
             self._report()
-            if len(self.held) <= self.max_held:
+            if not self._over_max():
                 self._below_max.set()
 
     def _report(self) -> None:
         if self.control is not None:
             self.control.lo_overflow = len(self.held)
+            self.control.lo_overflow_bytes = self.held_bytes

@@ -15,7 +15,8 @@ Flow (one process: an intake thread, the event loop, one inference thread):
    in the single inference thread, off the event loop. Items already past their
    deadline come back from the batcher separately and get ``expired`` partials
    from the same ``process_batch`` call, without inference.
-3. Each partial (and DLQ record) of a batch is handed to the producer without waiting,
+3. Each partial is serialized in the inference thread, right after its batch is scored;
+   each partial (and DLQ record) of a batch is handed to the producer without waiting,
    counted by the batch's :class:`rtaudit.workers.stream.BatchDelivery` (a delivery thread
    serves the producer's callbacks); the emit awaits the broker's acknowledgement of the
    batch's own outputs; a failed delivery crashes the worker before any ack, so the records
@@ -122,49 +123,60 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         apart and never the high lane's: :class:`rtaudit.workers.lane_intake.LowLaneOverflow`)."""
         intake: LaneIntake = state["intake"]
         bad: list[Work] = []
+        per_topic: Counter[str] = Counter()
         for work, error in items:
             intake.acks.track(work)
+            topic = work.tp[0]
+            per_topic[topic] += 1
             if error is not None:
                 intake.dead_letter(work, error)
                 bad.append(work)
                 continue
-            await intake.overflow.put(work, lanes_by_topic[work.message.topic()])
+            await intake.overflow.put(work, lanes_by_topic[topic])
         await intake.overflow.settle()
-        for topic in {w.message.topic() for w, _ in items}:
-            metrics.MESSAGES_CONSUMED.labels(role, topic).inc(sum(1 for w, _ in items if w.message.topic() == topic))
+        for topic, n in per_topic.items():
+            metrics.MESSAGES_CONSUMED.labels(role, topic).inc(n)
         if bad:
             await intake.delivered(io_executor)
             intake.finish(bad)
 
-    async def infer(batch: Batch[Work]) -> tuple[list[Work], BatchResult]:
+    def score_and_encode(tasks: list[Any]) -> tuple[BatchResult, list[bytes]]:
+        """The inference thread's part: score, then serialize every partial (off the event loop,
+        which moves, acks and commits the records of every batch)."""
+        result = serving.score(tasks)
+        return result, [encode(p) for p in result.partials]
+
+    async def infer(batch: Batch[Work]) -> tuple[list[Work], BatchResult, list[bytes]]:
         """Run ``batch`` (live and expired items) through the versions served (:class:`ServingSet`),
-        in the inference thread."""
+        in the inference thread; returns the works, the result and each partial's encoded value."""
         works = [p.payload for p in batch.items + batch.expired]
         tasks = [w.task for w in works]  # only decoded records enter the batcher
         assert all(t is not None for t in tasks)
         started = time.perf_counter()
-        result = await asyncio.get_running_loop().run_in_executor(executor, serving.score, tasks)
+        result, values = await asyncio.get_running_loop().run_in_executor(executor, score_and_encode, tasks)
         if batch.items:
             batcher.observe_duration(len(batch.items), time.perf_counter() - started)
             metrics.BATCH_SIZE.labels(role).observe(len(batch.items))
             model_name = result.partials[0].model.name if result.partials else role
             metrics.INFERENCE_SECONDS.labels(role, model_name).observe(result.inference_s)
         metrics.BATCH_CLOSES.labels(role, batch.reason).inc()
-        return works, result
+        return works, result, values
 
-    async def emit(batch: Batch[Work], works: list[Work], result: BatchResult) -> None:
+    async def emit(batch: Batch[Work], works: list[Work], result: BatchResult, values: list[bytes]) -> None:
         """Hand each partial (and DLQ record) of an inferred batch to the producer, wait
         for the broker's acknowledgement of all of them (their own, not a flush), then
         ack their records."""
         intake: LaneIntake = state["intake"]
-        lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
+        lane_of: dict[int, str] | None = None  # built at the first expired partial: only those are counted by lane
         failures = dict(result.failures)
         delivery = BatchDelivery(asyncio.get_running_loop())
         statuses: Counter[str] = Counter()
-        for i, (work, partial) in enumerate(zip(works, result.partials)):
-            intake.produce(SCORES, partial.request_id.encode(), encode(partial), delivery)
+        for i, (work, partial, value) in enumerate(zip(works, result.partials, values)):
+            intake.produce(SCORES, partial.request_id.encode(), value, delivery)
             statuses[partial.status] += 1
             if partial.status == "expired":
+                if lane_of is None:
+                    lane_of = {id(p.payload): p.lane for p in batch.items + batch.expired}
                 tenant = metrics.tenant_label(partial.tenant_id, known_tenants)
                 metrics.SLO_MISSES.labels(role, tenant, lane_of[id(work)], "expired").inc()
             if i in failures:
@@ -197,8 +209,8 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                     intake_done.result()  # re-raises the intake thread's failure
                     raise RuntimeError(f"{role} intake thread stopped")
                 batch = next_batch.result()
-                works, result = await infer(batch)
-                emitting.append(asyncio.create_task(emit(batch, works, result)))
+                works, result, values = await infer(batch)
+                emitting.append(asyncio.create_task(emit(batch, works, result, values)))
                 while emitting and (len(emitting) > EMITS_IN_FLIGHT or emitting[0].done()):
                     await emitting.popleft()  # re-raises an emit failure
         except asyncio.CancelledError:

@@ -7,7 +7,10 @@ from __future__ import annotations
 import asyncio
 
 from rtaudit.engine.batcher import Batcher, BatcherConfig
-from rtaudit.workers.lane_intake import LO_OVERFLOW_PAUSE, LO_OVERFLOW_RESUME, LaneControl, LowLaneOverflow, Work
+from rtaudit.workers.lane_intake import (
+    LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, LaneControl, LowLaneOverflow,
+    Work,
+)
 
 from .builders import task
 
@@ -15,8 +18,11 @@ FAR = 10**13
 
 
 class Msg:
-    def __init__(self, topic: str, partition: int = 0) -> None:
-        self._topic, self._partition = topic, partition
+    def __init__(self, topic: str, partition: int = 0, value: bytes = b"{}") -> None:
+        self._topic, self._partition, self._value = topic, partition, value
+
+    def value(self) -> bytes:
+        return self._value
 
     def topic(self) -> str:
         return self._topic
@@ -27,10 +33,11 @@ class Msg:
 
 class Control:
     lo_overflow = 0
+    lo_overflow_bytes = 0
 
 
-def work(i: int, topic: str = "audit.text.lo", partition: int = 0) -> Work:
-    return Work(Msg(topic, partition), task(request_id=f"r{i}", deadline_ms=FAR))  # type: ignore[arg-type]
+def work(i: int, topic: str = "audit.text.lo", partition: int = 0, nbytes: int = 2) -> Work:
+    return Work(Msg(topic, partition, b"x" * nbytes), task(request_id=f"r{i}", deadline_ms=FAR))  # type: ignore[arg-type]
 
 
 def test_a_full_low_lane_never_holds_up_the_high_lane() -> None:
@@ -44,14 +51,14 @@ def test_a_full_low_lane_never_holds_up_the_high_lane() -> None:
         await asyncio.wait_for(overflow.put(hi, "hi"), 1)
         await overflow.settle()
         assert batcher.queued("lo") == 2 and batcher.queued("hi") == 1 and len(overflow) == 3
-        assert control.lo_overflow == 3  # reported to the lane control (which pauses from LO_OVERFLOW_PAUSE)
+        assert control.lo_overflow == 3 and control.lo_overflow_bytes == 6  # reported to the lane control (which pauses from LO_OVERFLOW_PAUSE)
         taken = []
         while len(taken) < 6:
             batch = await asyncio.wait_for(batcher.next_batch(), 1)
             taken += [p.payload.task.request_id for p in batch.items]  # type: ignore[union-attr]
             await asyncio.sleep(0)  # the drain moves held records in as room appears
         assert taken[0] == "r99" and [t for t in taken if t != "r99"] == [f"r{i}" for i in range(5)]
-        assert len(overflow) == 0 and control.lo_overflow == 0
+        assert len(overflow) == 0 and control.lo_overflow == 0 and control.lo_overflow_bytes == 0
 
     asyncio.run(run())
 
@@ -64,6 +71,7 @@ def test_a_revoked_partition_s_held_records_are_dropped() -> None:
             await overflow.put(work(i, partition=i % 2), "lo")
         overflow.forget({("audit.text.lo", 1)})
         assert [w.task.request_id for w in overflow.held] == ["r2"]  # type: ignore[union-attr]
+        assert overflow.held_bytes == 2
         overflow.cancel()
 
     asyncio.run(run())
@@ -93,3 +101,31 @@ def test_the_low_lane_pauses_from_a_held_backlog_and_resumes_when_it_is_nearly_g
         control.lo_overflow = held
         seen.append(control.overflow_pause())
     assert seen == [False, False, True, True, False, False, False]
+
+
+def test_held_bytes_bound_the_backlog_as_records_do() -> None:
+    async def run() -> None:
+        batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
+        overflow = LowLaneOverflow(batcher, max_held=1000, max_held_bytes=250)
+        for i in range(4):
+            await overflow.put(work(i, nbytes=100), "lo")  # 1 in the batcher, 3 held: 300 bytes
+        assert overflow.held_bytes == 300
+        settling = asyncio.ensure_future(overflow.settle())
+        await asyncio.sleep(0.01)
+        assert not settling.done()  # 300 held bytes > 250: back-pressure although 3 records < 1000
+        await asyncio.wait_for(batcher.next_batch(), 1)
+        await asyncio.sleep(0.01)
+        await asyncio.wait_for(settling, 1)
+        assert overflow.held_bytes == 200
+
+    asyncio.run(run())
+
+
+def test_the_low_lane_pauses_on_held_bytes_too() -> None:
+    control = LaneControl(None, "text", {}, Batcher(BatcherConfig(max_size=4)))
+    seen = []
+    for held, nbytes in ((1, LO_OVERFLOW_PAUSE_BYTES - 1), (1, LO_OVERFLOW_PAUSE_BYTES), (1, LO_OVERFLOW_RESUME_BYTES + 1),
+                         (LO_OVERFLOW_RESUME + 1, LO_OVERFLOW_RESUME_BYTES), (1, LO_OVERFLOW_RESUME_BYTES)):
+        control.lo_overflow, control.lo_overflow_bytes = held, nbytes
+        seen.append(control.overflow_pause())
+    assert seen == [False, True, True, True, False]
