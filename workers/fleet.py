@@ -45,7 +45,7 @@ from rtaudit.workers.broker import EmbeddedBroker, is_listening
 from rtaudit.workers.children import popen_options, reap_group, signal_group, stop_group
 from rtaudit.workers.client import AuditClient, verdict_reader
 from rtaudit.workers.kafka import client_config
-from rtaudit.workers.settings import Settings
+from rtaudit.workers.settings import BOOTSTRAP_ENV, Settings
 from rtaudit.workers.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
@@ -177,14 +177,24 @@ class Fleet:
         self._ports_used += 1
         return self.settings.metrics_port + self._ports_used
 
-    def _popen(self, role: str, index: int, metrics_port: int) -> subprocess.Popen[bytes]:
+    def worker_env(self, metrics_port: int) -> dict[str, str]:
+        """The environment of a worker process: this one's, the fleet's ``env``, its settings
+        file, broker and metrics port."""
         env = {**os.environ, "HF_HUB_OFFLINE": "1", "PYTHONUNBUFFERED": "1", **self.env}
         if self.config is not None:
             env["RTAUDIT_CONFIG"] = str(Path(self.config).resolve())
         if self.settings.bootstrap_servers is None:
             env["RTAUDIT_EMBEDDED_PORT"] = str(self.settings.embedded_port)
+            # an embedded-broker fleet (rtaudit up, a bench's or fuzz's private one): a bootstrap
+            # address the user exported would override it in the children
+            for name in [k for k in env if k.upper() in BOOTSTRAP_ENV]:  # the settings read them case-blind
+                del env[name]
         if metrics_port:
             env["RTAUDIT_METRICS_PORT"] = str(metrics_port)
+        return env
+
+    def _popen(self, role: str, index: int, metrics_port: int) -> subprocess.Popen[bytes]:
+        env = self.worker_env(metrics_port)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{role}-{index}.log", "ab") as logf:  # a restart appends, never truncates
             return subprocess.Popen(

@@ -66,6 +66,21 @@ log = logging.getLogger(__name__)
 EMITS_IN_FLIGHT = 8
 #: longest wait at start for the bundles in force to be loaded before the group join, s.
 MODEL_LOAD_TIMEOUT_S = 300.0
+#: a batch in inference longer than this makes the worker's heartbeat say ``degraded``, s
+#: (a MiniLM batch of 64 takes about 0.4 s on one CPU core, an OCR batch a few seconds).
+STALLED_BATCH_S = 30.0
+
+
+def worker_health(settled: bool, inferring: tuple[float, int] | None, now_s: float) -> tuple[str, str | None]:
+    """The heartbeat's ``(health, detail)`` of a modality worker: ``loading`` until the versions in
+    force are loaded; ``degraded`` while one batch has been in inference for more than
+    :data:`STALLED_BATCH_S` (``inferring``: its start, ``time.monotonic()`` s, and its size; the
+    worker serves nothing else meanwhile); else ``ok`` (detail ``None``)."""
+    if not settled:
+        return "loading", None
+    if inferring is not None and now_s - inferring[0] > STALLED_BATCH_S:
+        return "degraded", f"a batch of {inferring[1]} has been in inference for {now_s - inferring[0]:.0f} s"
+    return "ok", None
 
 
 def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelStage]) -> faust.App:
@@ -81,8 +96,14 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     topic_names = {lane: lane_topic(modality, lane) for lane in LANE_NAMES}
     lanes_by_topic: dict[str, LaneName] = {name: lane for lane, name in topic_names.items()}
     stage = LazyStage(factory, settings)
-    control = ControlPlane(settings, role, status=lambda: {
-        "serving": [serving.status()], "health": "ok" if serving.settled() else "loading", "lag": batcher.stats().lag})
+    def status() -> dict[str, Any]:
+        health, detail = worker_health(serving.settled(), state.get("inferring"), time.monotonic())
+        fields: dict[str, Any] = {"serving": [serving.status()], "health": health, "lag": batcher.stats().lag}
+        if detail is not None:
+            fields["detail"] = detail
+        return fields
+
+    control = ControlPlane(settings, role, status=status)
 
     def publisher(subject: str, payload: Any, reason: str, expects: int) -> None:
         try:
@@ -99,7 +120,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     batcher: Batcher[Work] = Batcher(settings.batch.config(role))
     known_tenants = set(settings.tenants)
     first_start = app.on_first_start
-    state: dict[str, Any] = {}  # the intake and its lane control, once started
+    state: dict[str, Any] = {}  # the intake (once started); the batch in inference (its start and size)
 
     async def load_before_join() -> None:
         """Load and warm the model before the consumer starts: Faust's ``App.on_first_start``
@@ -153,7 +174,11 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         tasks = [w.task for w in works]  # only decoded records enter the batcher
         assert all(t is not None for t in tasks)
         started = time.perf_counter()
-        result, values = await asyncio.get_running_loop().run_in_executor(executor, score_and_encode, tasks)
+        state["inferring"] = (time.monotonic(), len(tasks))
+        try:
+            result, values = await asyncio.get_running_loop().run_in_executor(executor, score_and_encode, tasks)
+        finally:
+            state["inferring"] = None
         if batch.items:
             batcher.observe_duration(len(batch.items), time.perf_counter() - started)
             metrics.BATCH_SIZE.labels(role).observe(len(batch.items))

@@ -28,6 +28,10 @@ from rtaudit.workers.security import SecuritySettings
 EMBEDDED_PORT = 19092
 
 
+#: environment variables that set ``bootstrap_servers`` (the standard name first).
+BOOTSTRAP_ENV = ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS")
+
+
 class MediaSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
@@ -177,7 +181,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RTAUDIT_", env_nested_delimiter="__", extra="forbid")
 
     bootstrap_servers: str | None = Field(
-        default=None, validation_alias=AliasChoices("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "bootstrap_servers")
+        default=None, validation_alias=AliasChoices(*BOOTSTRAP_ENV, "bootstrap_servers")
     )
     #: ``local`` = the embedded tansu broker's client profile; ``production`` = library defaults.
     kafka_profile: Literal["local", "production"] | None = None
@@ -340,7 +344,7 @@ def _env_vars_of(loc: tuple[Any, ...], environ: Any) -> list[str]:
     upper = {k.upper(): k for k in environ}
     parts = [str(p) for p in loc]
     if parts and parts[0] == "bootstrap_servers":
-        for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS"):
+        for name in BOOTSTRAP_ENV:
             if name in upper:
                 return [upper[name]]
     for n in range(len(parts), 0, -1):

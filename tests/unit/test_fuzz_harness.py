@@ -56,3 +56,17 @@ def test_the_fuzz_fleet_keeps_its_private_port_whatever_the_environment_says(tmp
     monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", "39417")
     config = write_config(tmp_path / "rtaudit.toml", 45123, tmp_path / "state", tmp_path, "null")
     assert private_settings(config, 45123).embedded_port == 45123
+
+
+def test_a_private_fleet_ignores_an_exported_bootstrap_address(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    from rtaudit.workers.fleet import Fleet
+    from rtaudit.workers.fuzz.harness import private_settings, write_config
+
+    monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "users-cluster:9092")
+    monkeypatch.setenv("rtaudit_bootstrap_servers", "users-cluster:9092")
+    config = write_config(tmp_path / "rtaudit.toml", 45123, tmp_path / "state", tmp_path, "null")
+    settings = private_settings(config, 45123)
+    assert settings.bootstrap_servers is None and settings.bootstrap == "127.0.0.1:45123"
+    env = Fleet(settings, config=config, roles=(), log_dir=tmp_path).worker_env(0)
+    assert env["RTAUDIT_EMBEDDED_PORT"] == "45123"
+    assert not [k for k in env if k.upper() in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS")]

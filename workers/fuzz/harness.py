@@ -193,8 +193,9 @@ def free_port() -> int:
 def private_settings(config: Path, port: int) -> Settings:
     """The run's settings from ``config`` on the private ``port``: the port wins over
     ``RTAUDIT_EMBEDDED_PORT`` (which the README has users export, and which overrides a settings
-    file), so the fuzz fleet never attaches to a fleet already on that port."""
-    return load_settings(config).model_copy(update={"embedded_port": port})
+    file), and no exported ``KAFKA_BOOTSTRAP_SERVERS`` points it at another cluster, so the fuzz
+    fleet never attaches to a fleet already running."""
+    return load_settings(config).model_copy(update={"embedded_port": port, "bootstrap_servers": None})
 
 
 @contextmanager
