@@ -306,17 +306,22 @@ class _Tail:
 
         from rtaudit.workers.kafka import consumer_config
 
+        from rtaudit.workers.offsets import OffsetGapGuard
+
         self.topic, self.next = topic, 0
         self.consumer = Consumer(consumer_config(s, f"rtaudit-control-cli-{uuid.uuid4().hex[:12]}"))
         self.consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        self.gaps = OffsetGapGuard(self.consumer, "control-cli")  # records a fetch skipped are read again
 
     def drain(self, timeout_s: float = 10.0) -> list[Any]:
         """The records up to the high watermark (as seen while fetching). Raises ``TimeoutError``."""
         from confluent_kafka import TopicPartition
 
+        from rtaudit.workers.stream import consume_batch
+
         out, deadline = [], time.monotonic() + timeout_s
         while True:
-            for m in self.consumer.consume(500, 0.2):
+            for m in consume_batch(self.consumer, 500, 0.2, self.gaps):
                 if m.error() is None:
                     out.append(m)
                     self.next = m.offset() + 1
