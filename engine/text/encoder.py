@@ -16,10 +16,9 @@ The ~90 MB ONNX file is not in git: :func:`ensure_encoder_onnx` builds it with
 
 **int8** (:data:`PRECISIONS`; setting ``text_encoder_precision``): the same graph with
 dynamic int8 quantization, built from the fp32 export with onnxruntime's own tools
-(:func:`quantize_encoder_onnx`): ``onnxruntime.transformers.optimizer`` fuses the BERT
-subgraphs (EmbedLayerNormalization, Attention, SkipLayerNormalization, BiasGelu), then
-``onnxruntime.quantization.quantize_dynamic`` stores the MatMul/Attention/Gather weights as
-int8 with 7 significant bits, per output channel (:data:`INT8_RECIPE`), activations quantized
+(:func:`quantize_encoder_onnx`): ``onnxruntime.quantization.quantize_dynamic`` stores the
+weights of every MatMul and the embedding tables (Gather) as int8 with 7 significant bits, per output channel
+(:data:`INT8_RECIPE`), activations quantized
 to uint8 per batch at run time. About 23 MB, beside the fp32 file in the same cache, keyed by the same source sha256,
 opset and the recipe; the encoder's :attr:`MiniLMEncoder.version` names the precision, so
 embedding memos and every partial say which graph produced them. The quantized kernels are
@@ -50,14 +49,16 @@ OPSET = 17
 PRECISIONS = ("fp32", "int8")
 #: what ``auto`` means when the encoder runs on CPU; chosen from ``benchmarks/int8_encoder.py``
 #: (texts/s at batch 64 and dev macro-F1 of the same heads, fp32 vs int8). CUDA: always fp32.
-#: fp32, measured 2026-12-01 (1 thread, 2 shared AVX2 cores without VNNI): int8 gave 1.68-1.69×
-#: texts/s at batch 64, but with the shipped heads (fitted on fp32 embeddings) dev macro-F1 fell
-#: 0.017 on Davidson and 0.011 on HateXplain, outside the 0.01 target. A head refitted on int8
-#: embeddings (``--retrain``) was within 0.01 on every dev set: switching needs an int8 head artifact.
+#: fp32. Measured 2026-12-01 (1 thread, 2 shared AVX2 cores without VNNI): the first recipe
+#: (``bertfuse-s8pc7-v1``) gave 1.68-1.69× texts/s at batch 64 and, with the shipped heads (fitted
+#: on fp32 embeddings), dev macro-F1 0.017 lower on Davidson and 0.011 on HateXplain, outside the
+#: 0.01 target. The current one (``matmulgather-s8pc7-v2``) gives 1.98× (median of 5 rounds) with
+#: dev macro-F1 within 0.007 on every dev set, same heads; kept opt-in until the fine-tuned
+#: encoder of issue 12 is settled (its int8 graph must be measured again).
 CPU_DEFAULT = "fp32"
 #: how the int8 graph is built (:func:`quantize_encoder_onnx`); part of its file name and of the
 #: model version. Change it whenever that function's output would change.
-INT8_RECIPE = "bertfuse-s8pc7-v1"
+INT8_RECIPE = "matmulgather-s8pc7-v2"
 
 
 def cache_dir() -> Path:
@@ -156,8 +157,8 @@ class _DropMessage(logging.Filter):
 
 
 def fuse_bert_onnx(source: Path, dest: Path) -> Path:
-    """Step 1 of :func:`quantize_encoder_onnx`, alone: the fp32 graph with onnxruntime's BERT fusions
-    (``benchmarks/int8_encoder.py`` also times it, to separate what fusion and int8 each give)."""
+    """The fp32 graph with onnxruntime's BERT fusions (the first int8 recipe's step 1, dropped: see
+    :func:`quantize_encoder_onnx`); ``benchmarks/int8_encoder.py`` still times it as a reference."""
     from onnxruntime.transformers import optimizer
 
     config = json.loads((model_dir() / "config.json").read_text())
@@ -174,19 +175,23 @@ def fuse_bert_onnx(source: Path, dest: Path) -> Path:
 def quantize_encoder_onnx(dest: Path, source: Path | None = None) -> Path:
     """Dynamic int8 quantization of the fp32 encoder ``source`` (default: the cached export) to ``dest``.
 
-    1. ``onnxruntime.transformers.optimizer.optimize_model(model_type="bert", opt_level=0)``:
-       pattern fusions only (no onnxruntime graph optimizations baked in), so the MatMuls of
-       each layer meet in one ``Attention`` node that quantizes to ``QAttention``.
-       (``quant_pre_process`` is not used: its symbolic shape inference stops on this
-       export's position-id slice, "unsupported broadcast between Min(512, seq) seq".)
-    2. ``quantize_dynamic(weight_type=QInt8, per_channel=True, reduce_range=True)``: int8 weights
-       in [-64, 63] with one scale per output channel. The u8×s8 kernel is onnxruntime's fast
-       path on x86 (uint8×uint8 ran ~15 % slower here), but on AVX2 CPUs without VNNI its
-       pairwise 16-bit sums saturate with full-range weights (255·127·2 > 32767); 7-bit weights
-       cannot (onnxruntime's quantization docs recommend ``reduce_range`` there), and the
-       per-channel scales win back the lost bit. Measured on this machine (AMD EPYC, AVX2, no
-       VNNI), 256 dev tweets, cosine to fp32: per-tensor int8 0.899 min, per-channel 7-bit
-       0.975 min / 0.990 mean.
+    ``quantize_dynamic(op_types_to_quantize=["MatMul", "Gather"], weight_type=QInt8, per_channel=True,
+    reduce_range=True)`` on the export as it is: int8 weights in [-64, 63] with one scale per
+    output channel, activations quantized per batch at run time (``DynamicQuantizeLinear`` +
+    ``MatMulInteger``); the attention's activation × activation MatMuls stay fp32, and so does
+    everything but the weights. About 22 MB (the word-piece embedding table is most of it). The u8×s8 kernel is onnxruntime's fast path on x86, but on AVX2 CPUs
+    without VNNI its pairwise 16-bit sums saturate with full-range weights (255·127·2 > 32767);
+    7-bit weights cannot (onnxruntime's quantization docs recommend ``reduce_range`` there), and
+    the per-channel scales win back the lost bit.
+
+    The BERT fusions of ``onnxruntime.transformers.optimizer`` (:func:`fuse_bert_onnx`, the first
+    recipe, ``bertfuse-s8pc7-v1``: ``QAttention``) are not applied: measured on this machine
+    (AMD EPYC, AVX2, no VNNI, 1 thread, 600 dev texts in batches of 64, one run, graphs
+    alternating): fp32 211 texts/s; fused fp32 180 (0.85×); fused + int8 MatMul/Attention 349
+    (1.65×); unfused + int8 MatMul **454 (2.16×)**, cosine to fp32 0.978 min / 0.990 mean, the
+    same as the fused recipe's; a second run: fp32 241, int8 MatMul 489 (2.03×), int8 MatMul +
+    Gather 496 (2.06×, cosine 0.975 min / 0.990 mean). (``quant_pre_process`` is not used: its symbolic shape inference
+    stops on this export's position-id slice, "unsupported broadcast between Min(512, seq) seq".)
 
     Outputs keep their names and shapes (``embedding``, ``hidden``). Written to a temporary
     directory beside ``dest`` and renamed, so a concurrent reader never sees a partial file.
@@ -198,13 +203,13 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None) -> Path:
     source = source or ensure_encoder_onnx("fp32")
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".int8-build-", dir=dest.parent) as tmpdir:
-        fused = fuse_bert_onnx(source, Path(tmpdir) / "fused.onnx")
         out = Path(tmpdir) / "int8.onnx"
         # its root-logger advice to run quant_pre_process does not apply (see above)
         hush = _DropMessage("consider to run pre-processing")
         logging.getLogger().addFilter(hush)
         try:
-            quantize_dynamic(fused, out, weight_type=QuantType.QInt8, per_channel=True, reduce_range=True,
+            quantize_dynamic(source, out, op_types_to_quantize=["MatMul", "Gather"], weight_type=QuantType.QInt8,
+                             per_channel=True, reduce_range=True,
                              extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})
         finally:
             logging.getLogger().removeFilter(hush)
