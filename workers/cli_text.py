@@ -46,6 +46,35 @@ def text_build_encoder(
                       f"{'' if p == 'fp32' else ', recipe ' + encoder.INT8_RECIPE})", markup=False, soft_wrap=True)
 
 
+@text_app.command("finetune")
+def text_finetune(
+    data: DataOpt = DEFAULT_DATA,
+    safety_data: SafetyOpt = None,
+    epochs: Annotated[float, typer.Option(help="passes over the train rows (fractions allowed)")] = 1.0,
+    lr: Annotated[float, typer.Option(help="peak learning rate of the trained BERT layers")] = 4e-5,
+    head_lr: Annotated[float, typer.Option(help="peak learning rate of the temporary linear head")] = 1e-3,
+    batch_size: Annotated[int, typer.Option(help="rows per step")] = 32,
+    evals: Annotated[int, typer.Option(help="dev evaluations (checkpoint choices) over the run")] = 2,
+    seed: Annotated[int, typer.Option(help="the run's seed (batch order, head init)")] = 20261201,
+    budget_s: Annotated[Optional[float], typer.Option(help="stop training after this many seconds (the best dev "
+                                                      "checkpoint so far is kept)")] = None,
+    refit: Annotated[bool, typer.Option(help="refit every head on the fine-tuned encoder afterwards "
+                                             "(rtaudit text train's pipeline) and write the manifest")] = True,
+) -> None:
+    """Fine-tune MiniLM-L6's top layers on the English training mix (recipe: engine/text/finetune.py), write
+    engine/text/artifacts/encoder_delta.npz and refit the heads on the new encoder."""
+    import json
+    import logging
+
+    from rtaudit.engine.text import finetune as F
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    F.set_threads()
+    report = F.run(data, safety_data, refit=refit, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size,
+                   evals=evals, seed=seed, budget_s=budget_s)
+    console.print(json.dumps({k: v for k, v in report.items()}, indent=1), markup=False, soft_wrap=True)
+
+
 @text_app.command("train")
 def text_train(
     data: DataOpt = DEFAULT_DATA,
@@ -83,6 +112,10 @@ def eval_text(
     functional: Annotated[bool, typer.Option("--functional", help="only the functional suite (our own cases: "
                                              "needs no --data)")] = False,
     safety_data: SafetyOpt = None,
+    artifacts: Annotated[Optional[Path], typer.Option(
+        "--artifacts", help="artifact directory to evaluate (manifest.json, en_head.npz, ...; its manifest says "
+                            "which encoder: e.g. a checkout of an older engine/text/artifacts for a before/after "
+                            "comparison); default: the shipped engine/text/artifacts")] = None,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -98,7 +131,7 @@ def eval_text(
     from rtaudit.engine.text.scoring import TextScorer
 
     if functional:
-        scorer = TextScorer()
+        scorer = TextScorer(artifacts_dir=artifacts)
         console.print(f"rtaudit-text {scorer.version}")
         console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
         return
@@ -115,7 +148,7 @@ def eval_text(
             markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     started = time.perf_counter()
-    scorer = TextScorer()
+    scorer = TextScorer(artifacts_dir=artifacts)
     memo = scorer.encoder.use_cache()  # embeddings memoised on disk: reruns and post-training evals are fast
     console.print(f"rtaudit-text {scorer.version}{' (quick: samples)' if quick else ''}")
     cats, sets = ev.classification(scorer, data, quick=quick, max_rows=max_rows)
