@@ -56,11 +56,11 @@ def text_build_encoder(
 def text_finetune(
     data: DataOpt = DEFAULT_DATA,
     safety_data: SafetyOpt = None,
-    epochs: Annotated[float, typer.Option(help="passes over the train rows (fractions allowed)")] = 2.0,
+    epochs: Annotated[float, typer.Option(help="passes over the train rows (fractions allowed)")] = 1.0,
     lr: Annotated[float, typer.Option(help="peak learning rate of the trained BERT layers")] = 4e-5,
     head_lr: Annotated[float, typer.Option(help="peak learning rate of the temporary linear head")] = 1e-3,
     batch_size: Annotated[int, typer.Option(help="rows per step")] = 32,
-    evals: Annotated[int, typer.Option(help="dev evaluations (checkpoint choices) over the run")] = 4,
+    evals: Annotated[int, typer.Option(help="dev evaluations (checkpoint choices) over the run")] = 3,
     seed: Annotated[int, typer.Option(help="the run's seed (batch order, head init)")] = 20261201,
     budget_s: Annotated[Optional[float], typer.Option(help="stop training after this many seconds (the best dev "
                                                       "checkpoint so far is kept)")] = None,
