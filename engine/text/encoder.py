@@ -257,8 +257,9 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None, delta: Encoder
     reduce_range=True)`` on the export as it is: int8 weights in [-64, 63] with one scale per
     output channel, activations quantized per batch at run time (``DynamicQuantizeLinear`` +
     ``MatMulInteger``); the attention's activation × activation MatMuls stay fp32, and so does
-    everything but the weights. About 22 MB (the word-piece embedding table is most of it). The u8×s8 kernel is onnxruntime's fast path on x86, but on AVX2 CPUs
-    without VNNI its pairwise 16-bit sums saturate with full-range weights (255·127·2 > 32767);
+    everything but the weights. About 22 MB (the word-piece embedding table is most of it).
+    The u8×s8 kernel is onnxruntime's fast path on x86, but on AVX2 CPUs without VNNI its
+    pairwise 16-bit sums saturate with full-range weights (255·127·2 > 32767);
     7-bit weights cannot (onnxruntime's quantization docs recommend ``reduce_range`` there), and
     the per-channel scales win back the lost bit.
 
@@ -268,8 +269,9 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None, delta: Encoder
     alternating): fp32 211 texts/s; fused fp32 180 (0.85×); fused + int8 MatMul/Attention 349
     (1.65×); unfused + int8 MatMul **454 (2.16×)**, cosine to fp32 0.978 min / 0.990 mean, the
     same as the fused recipe's; a second run: fp32 241, int8 MatMul 489 (2.03×), int8 MatMul +
-    Gather 496 (2.06×, cosine 0.975 min / 0.990 mean). (``quant_pre_process`` is not used: its symbolic shape inference
-    stops on this export's position-id slice, "unsupported broadcast between Min(512, seq) seq".)
+    Gather 496 (2.06×, cosine 0.975 min / 0.990 mean). (``quant_pre_process`` is not used: its
+    symbolic shape inference stops on this export's position-id slice, "unsupported broadcast
+    between Min(512, seq) seq".)
 
     Outputs keep their names and shapes (``embedding``, ``hidden``). Written to a temporary
     directory beside ``dest`` and renamed, so a concurrent reader never sees a partial file.
