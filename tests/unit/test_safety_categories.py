@@ -10,6 +10,7 @@ import pytest
 
 from rtaudit.engine.policy import DEFAULT_THRESHOLDS, PolicyBook, TenantPolicy
 from rtaudit.engine.text import data as D
+from rtaudit.engine.text.encoder import resolve_precision
 from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
@@ -78,9 +79,14 @@ def test_the_issues_threats_and_self_harm_are_flagged(probe_scores, text, catego
     assert probe_scores[text][category] >= DEFAULT_THRESHOLDS[category].review, probe_scores[text]
 
 
+#: the graph the probes are scored with on this machine (CPU: ``auto`` is the int8 graph).
+PRECISION = resolve_precision(None, on_gpu=False)
+
+
 @pytest.mark.parametrize("text", [pytest.param(t, marks=pytest.mark.xfail(
-    strict=True, reason="frozen MiniLM + a linear head: 'shoot me an email' and \"I'll shoot you tomorrow\" get the "
-                        "same violence score (0.52, 0.53); the shipped offensive head already flags it (0.52)"))
+    PRECISION == "fp32", strict=True,
+    reason="frozen MiniLM + a linear head: on the fp32 graph 'shoot me an email' and \"I'll shoot you tomorrow\" "
+           "get nearly the same violence score (0.50, 0.55); on the int8 graph under 0.3 and 0.53"))
     if t == "shoot me an email" else t for t in CONTROLS])
 def test_benign_controls_are_not_flagged_as_threats_or_self_harm(probe_scores, text):
     for cat in D.SAFETY_CATEGORIES:

@@ -64,9 +64,12 @@ def test_han_share_and_route():
 def test_onnx_encoder_matches_torch(text_scorer):
     from rtaudit.engine.text.encoder import TorchEncoder
 
+    from rtaudit.engine.text.encoder import MiniLMEncoder
+
     texts = ["have a nice day", "you are such an idiot, seriously"]
     ref = TorchEncoder(device="cpu", delta=text_scorer.encoder.delta).encode(texts)
-    got = text_scorer.encoder.encode(texts)
+    # the fp32 graph is the export of the torch module (the int8 one is checked against fp32 in test_int8_encoder)
+    got = MiniLMEncoder(prefer_gpu=False, precision="fp32", delta=text_scorer.encoder.delta).encode(texts)
     assert got.shape == (2, 384) and got.dtype == np.float32
     assert np.abs(got - ref).max() < 1e-4
 
