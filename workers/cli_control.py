@@ -233,8 +233,13 @@ def rollout_abort(stage: StageArg, expect_version: ExpectOpt = None, author: Aut
 def policy_set(tenant: TenantArg,
                file: Annotated[Path, typer.Argument(help="TOML (.toml) or JSON file of TenantPolicy fields (engine/policy.py)")],
                expect_version: ExpectOpt = None, author: AuthorOpt = None, reason: ReasonOpt = None,
+               allow_unknown_category: Annotated[bool, typer.Option(
+                   "--allow-unknown-category", help="publish thresholds of categories no stage of this fleet scores")] = False,
                config: ConfigOpt = None) -> None:
-    """Replace TENANT's whole policy (fields the file omits take TenantPolicy's defaults, not rtaudit.toml's)."""
+    """Replace TENANT's whole policy (fields the file omits take TenantPolicy's defaults, not rtaudit.toml's).
+
+    A threshold for a category no stage scores is refused (a misspelt category never flags, and
+    its policy would flag nothing); categories the file leaves out are named: they never flag."""
     from rtaudit.schemas.control import PolicyPayload
 
     subject = _subject("policy", tenant)
@@ -242,6 +247,13 @@ def policy_set(tenant: TenantArg,
         payload = PolicyPayload(policy=view.read_policy(file))
     except ValueError as exc:
         raise fail(str(exc)) from None
+    unknown, unflagged = view.policy_categories(payload.policy)
+    if unknown and not allow_unknown_category:
+        raise fail(f"{file}: no stage scores {', '.join(unknown)} (known: {', '.join(view.KNOWN_CATEGORIES)}); "
+                   "a misspelt category never flags. Fix the name, or pass --allow-unknown-category")
+    if unflagged:
+        console.print(f"note: this policy has no threshold for {', '.join(unflagged)}: those categories never flag "
+                      f"for {tenant}", highlight=False, markup=False)
     _publish(_connect(config), subject, payload, expects=expect_version, author=author, reason=reason)
 
 

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rtaudit.engine.control import ControlState, Rejected, parse
-from rtaudit.engine.policy import TenantPolicy
+from rtaudit.engine.policy import DEFAULT_THRESHOLDS, TenantPolicy
 from rtaudit.engine.rollout import next_step, phase_for
 from rtaudit.schemas.control import (
     CONTROL_STAGES,
@@ -75,6 +75,19 @@ def parse_time(text: str, now_ms: int) -> int:
     except (ValueError, OverflowError):
         raise ValueError(f"{text!r} is neither an ISO 8601 time (2026-05-01T14:00Z) nor a delay (+10m)") from None
     return round(when.astimezone().timestamp() * 1000)  # a naive time is local time
+
+
+#: the categories the fleet's stages score (text heads and the lexical model, NudeNet): the
+#: default policy's thresholds.
+KNOWN_CATEGORIES: tuple[str, ...] = tuple(DEFAULT_THRESHOLDS)
+
+
+def policy_categories(policy: TenantPolicy) -> tuple[list[str], list[str]]:
+    """``(unknown, unflagged)``: the policy's threshold categories no stage scores, and the known
+    categories it has no threshold for (they never flag under it), each sorted."""
+    unknown = sorted(set(policy.thresholds) - set(KNOWN_CATEGORIES))
+    unflagged = sorted(set(KNOWN_CATEGORIES) - set(policy.thresholds))
+    return unknown, unflagged
 
 
 def read_policy(path: Path) -> TenantPolicy:

@@ -299,3 +299,25 @@ def test_an_empty_policy_file_is_refused_with_the_command_that_clears_a_policy(t
     empty.write_text("")
     with pytest.raises(ValueError, match="empty policy file.*policy clear"):
         view.read_policy(empty)
+
+
+def test_a_policy_with_a_category_no_stage_scores_is_refused(no_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    typo = tmp_path / "typo.toml"
+    typo.write_text("[thresholds.ofensive]\nreview = 0.5\nblock = 0.9\n")
+    result = run("policy", "set", "acme", str(typo))
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert "no stage scores ofensive" in line and "offensive" in line and "--allow-unknown-category" in line
+    # with the flag it gets past the check (and names what will never flag) to the broker, which is down here
+    forced = run("policy", "set", "acme", str(typo), "--allow-unknown-category")
+    assert forced.exit_code == 2 and "never flag" in forced.output and "no broker at" in forced.output
+
+
+def test_policy_categories_splits_unknown_from_unflagged() -> None:
+    from rtaudit.engine.policy import Threshold, TenantPolicy
+    from rtaudit.workers.control_view import KNOWN_CATEGORIES, policy_categories
+
+    policy = TenantPolicy(thresholds={"hate": Threshold(review=0.5, block=0.8), "toxic": Threshold(review=0.5, block=0.9)})
+    unknown, unflagged = policy_categories(policy)
+    assert unknown == ["toxic"] and "hate" not in unflagged and set(unflagged) == set(KNOWN_CATEGORIES) - {"hate"}
+    assert policy_categories(TenantPolicy()) == ([], [])
