@@ -129,3 +129,11 @@ def test_the_low_lane_pauses_on_held_bytes_too() -> None:
         control.lo_overflow, control.lo_overflow_bytes = held, nbytes
         seen.append(control.overflow_pause())
     assert seen == [False, True, True, True, False]
+
+
+def test_held_low_lane_records_count_as_that_lane_s_lag() -> None:
+    batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=4))
+    control = LaneControl(None, "text", {}, batcher)
+    control.lo_overflow = 300  # fetched, past the consumer's position, not yet in the batcher
+    control.apply_lag({"hi": 5, "lo": 100})
+    assert batcher.lane_lag("lo") == 400 and batcher.lane_lag("hi") == 5 and batcher.stats().lag == 405
