@@ -36,6 +36,8 @@ Flow (one process: an intake thread, the event loop, one inference thread):
 from __future__ import annotations
 
 import asyncio
+import ctypes
+import functools
 import logging
 import time
 from collections import Counter, deque
@@ -69,6 +71,33 @@ MODEL_LOAD_TIMEOUT_S = 300.0
 #: a batch in inference longer than this makes the worker's heartbeat say ``degraded``, s
 #: (a MiniLM batch of 64 takes about 0.4 s on one CPU core, an OCR batch a few seconds).
 STALLED_BATCH_S = 30.0
+
+
+#: a batch whose scoring took longer than this hands the heap's free memory back to the OS after it, s.
+TRIM_AFTER_S = 1.0
+
+
+@functools.lru_cache(maxsize=1)
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.malloc_trim  # noqa: B018  (glibc only)
+        return libc
+    except (OSError, AttributeError):
+        return None
+
+
+def release_freed_memory() -> bool:
+    """glibc ``malloc_trim(0)``: return the heap's free pages to the OS. Large batches (32,000-character
+    texts scored in hundreds of windows) grow the heap, and glibc keeps freed memory for reuse: a
+    newcomer's text worker went from 0.77 to 3.5 GB resident after 64 such texts and stayed there;
+    measured here, 6 of them: 0.39 → 0.66 GB, 0.43 after a trim. Returns whether it ran (``False``
+    where the C library is not glibc)."""
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
 
 
 def worker_health(settled: bool, inferring: tuple[float, int] | None, now_s: float) -> tuple[str, str | None]:
@@ -164,8 +193,12 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     def score_and_encode(tasks: list[Any]) -> tuple[BatchResult, list[bytes]]:
         """The inference thread's part: score, then serialize every partial (off the event loop,
         which moves, acks and commits the records of every batch)."""
+        started = time.perf_counter()
         result = serving.score(tasks)
-        return result, [encode(p) for p in result.partials]
+        values = [encode(p) for p in result.partials]
+        if time.perf_counter() - started > TRIM_AFTER_S:
+            release_freed_memory()
+        return result, values
 
     async def infer(batch: Batch[Work]) -> tuple[list[Work], BatchResult, list[bytes]]:
         """Run ``batch`` (live and expired items) through the versions served (:class:`ServingSet`),
