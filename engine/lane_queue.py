@@ -20,14 +20,15 @@ LaneName = Literal["hi", "lo"]
 
 @dataclass(eq=False)
 class Pending(Generic[T]):
-    """One queued item: the caller's ``payload``, its lane, deadline and arrival (epoch ms), and
-    its tenant (``""`` when the caller named none)."""
+    """One queued item: the caller's ``payload``, its lane, deadline and arrival (epoch ms), its
+    tenant (``""`` when the caller named none) and its cost in batch slots (1: an ordinary item)."""
 
     payload: T
     lane: LaneName
     deadline_ms: float
     enqueued_ms: float
     tenant: str = ""
+    cost: float = 1.0
 
 
 class LaneQueue(Generic[T]):

@@ -62,6 +62,17 @@ LO_OVERFLOW_MAX = 2 * LO_OVERFLOW_PAUSE
 LO_OVERFLOW_MAX_BYTES = 2 * LO_OVERFLOW_PAUSE_BYTES
 
 
+#: characters of text per batch slot: about one 64-word-piece encoder window of English
+#: (engine/text/windows.py), so a 32,000-character text takes ~125 slots (a batch of its own).
+TEXT_CHARS_PER_SLOT = 256
+
+
+def task_cost(task: ModalityTask) -> float:
+    """Batch slots a task takes (:meth:`rtaudit.engine.batcher.Batcher.put`'s ``cost``): its text's
+    length in :data:`TEXT_CHARS_PER_SLOT`, at least 1 (media tasks: 1)."""
+    return max(1.0, len(task.text or "") / TEXT_CHARS_PER_SLOT)
+
+
 #: a partition: ``(topic, partition)``.
 TP = tuple[str, int]
 
@@ -406,7 +417,7 @@ class LowLaneOverflow:
             self.held.append(work)
             self.held_bytes += work.nbytes
             return
-        await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id)
+        await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
 
     async def settle(self) -> None:
         """After a consumed batch: start moving held records, report the count to the lane
@@ -437,7 +448,7 @@ class LowLaneOverflow:
         while self.held:
             work = self.held[0]
             assert work.task is not None
-            await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id)
+            await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
                 self.held.popleft()
                 self.held_bytes -= work.nbytes

@@ -137,3 +137,11 @@ def test_held_low_lane_records_count_as_that_lane_s_lag() -> None:
     control.lo_overflow = 300  # fetched, past the consumer's position, not yet in the batcher
     control.apply_lag({"hi": 5, "lo": 100})
     assert batcher.lane_lag("lo") == 400 and batcher.lane_lag("hi") == 5 and batcher.stats().lag == 405
+
+
+def test_a_task_costs_its_text_in_encoder_windows() -> None:
+    from rtaudit.workers.lane_intake import TEXT_CHARS_PER_SLOT, task_cost
+
+    assert task_cost(task(text="hello")) == 1.0
+    assert task_cost(task(text="x" * 32_000)) == 32_000 / TEXT_CHARS_PER_SLOT > 64  # a batch of its own
+    assert task_cost(task(text=None)) == 1.0  # media tasks
