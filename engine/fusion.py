@@ -117,6 +117,10 @@ class Fusion:
         parts: dict[str, str] = {}
         if manifest is None:
             reasons.append("manifest missing: the router's record never arrived")
+        elif manifest.rejection is None and state.deadline_ms is not None and state.first_seen_ms >= state.deadline_ms:
+            # e.g. a request sent with a deadline already past: say so before the parts it cost
+            reasons.append(f"deadline passed before the request reached fusion "
+                           f"({state.first_seen_ms - state.deadline_ms} ms late)")
         expected = manifest.expected if manifest else list(state.partials)
         for key in expected:
             p = state.partials.get(key)

@@ -252,3 +252,21 @@ def test_the_router_s_rejection_verdict_is_the_one_fusion_would_give() -> None:
         assert own.reasons[0] == f"rejected: {code}: why" and not own.complete
     with pytest.raises(ValueError, match="not a rejection"):
         rejection_verdict(book, Manifest(request_id="r", tenant_id="t", created_at_ms=1, deadline_ms=2, expected=["text/0"]), 2)
+
+
+def test_a_request_whose_deadline_passed_before_it_arrived_says_so():
+    f = fusion()
+    late_by = 5_000
+    state, _ = run(f, [manifest(TEXT)], start_ms=DEADLINE_MS + late_by)
+    now = DEADLINE_MS + late_by + GRACE_MS
+    _, verdict = f.apply(state, tick("deadline", now), now)
+    assert verdict.reasons[0] == f"deadline passed before the request reached fusion ({late_by} ms late)"
+    assert f"{TEXT}: no result by the deadline" in verdict.reasons
+
+
+def test_an_on_time_request_carries_no_late_arrival_reason():
+    f = fusion()
+    state, _ = run(f, [manifest(TEXT, IMAGE), partial(TEXT)])
+    now = DEADLINE_MS + GRACE_MS
+    _, verdict = f.apply(state, tick("deadline", now), now)
+    assert not [r for r in verdict.reasons if "before the request reached fusion" in r]
