@@ -22,10 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.hashing import sha256_file
+from rtaudit.engine.text import data as D
 from rtaudit.engine.text import multilingual as ML
 from rtaudit.engine.text import multilingual_data as MD
-from rtaudit.engine.text.heads import CharNgramModel, char_vectorizer, lexical_logit, smooth_idf
-from rtaudit.engine.text.metrics import prf
+from rtaudit.engine.text.heads import (
+    ZH_FEATURES, ZH_NGRAMS, ChineseModel, CharNgramModel, char_vectorizer, lexical_logit, smooth_idf, zh_vectorizer,
+)
+from rtaudit.engine.text.metrics import best_threshold, prf
 
 log = logging.getLogger(__name__)
 
@@ -230,3 +233,34 @@ def benign_report(scorer) -> dict[str, tuple[int, float]]:  # type: ignore[no-un
         sentences = benign(lang)
         out[lang] = (len(sentences), float(_flagged(scorer.score(sentences, evidence=False)).mean()))
     return out
+
+
+def train_chinese(root: Path) -> tuple[ChineseModel, dict]:
+    """Char 1–3-gram TF-IDF + logistic regression on COLD train; C and threshold on COLD dev (the
+    Chinese model, beside the other languages' char n-gram models; called by ``train.train_all``)."""
+    from sklearn.linear_model import LogisticRegression
+
+    from rtaudit.engine.text.normalize import normalize
+
+    rows = D.load("cold", root)
+    texts = [normalize(e.text).text for e in rows]
+    y = np.array([e.labels["offensive"] for e in rows])
+    tr = np.array([e.split == "train" for e in rows])
+    counts = zh_vectorizer().transform([t for t, m in zip(texts, tr) if m])
+    n = counts.shape[0]
+    df = np.bincount(counts.indices, minlength=ZH_FEATURES)
+    idf = (np.log((1 + n) / (1 + df)) + 1).astype(np.float32)  # scikit-learn's smooth idf
+    base = ChineseModel(idf.astype(np.float16).astype(np.float32), np.zeros(ZH_FEATURES, np.float32), 0.0, 0.0)
+    Xtr, Xdv = base.transform([t for t, m in zip(texts, tr) if m]), base.transform([t for t, m in zip(texts, tr) if not m])
+    best = None
+    for C in (2.0, 8.0, 32.0):
+        model = LogisticRegression(C=C, max_iter=3000, solver="liblinear").fit(Xtr, y[tr])
+        t, f1 = best_threshold(y[~tr], model.predict_proba(Xdv)[:, 1])
+        log.info("zh C=%s dev F1 %.4f at %.2f", C, f1, t)
+        if best is None or f1 > best[0]:
+            best = (f1, C, t, model)
+    f1, C, t, model = best  # type: ignore[misc]
+    zh = ChineseModel(base.idf, model.coef_[0].astype(np.float32), float(model.intercept_[0]),
+                      float(lexical_logit(np.array([t]))[0]))
+    return zh, {"C": C, "threshold": round(t, 3), "dev_f1": round(f1, 4), "train_rows": int(tr.sum()),
+                "dev_rows": int((~tr).sum()), "features": f"char {ZH_NGRAMS[0]}-{ZH_NGRAMS[1]}-grams hashed to {ZH_FEATURES}"}

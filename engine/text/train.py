@@ -35,9 +35,9 @@ import numpy as np
 
 from rtaudit.engine.text import data as D
 from rtaudit.engine.text.safety_negatives import contrast_examples, prose_passages
-from rtaudit.engine.text.heads import (ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_FEATURES, ZH_MODEL, ZH_NGRAMS, ChineseModel,
-                               EnglishHead, lexical_logit, sha256_file, zh_vectorizer)
+from rtaudit.engine.text.heads import ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_MODEL, EnglishHead, lexical_logit, sha256_file
 from rtaudit.engine.text.metrics import best_threshold, best_threshold_macro
+from rtaudit.engine.text.multilingual_train import train_chinese
 
 log = logging.getLogger(__name__)
 EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
@@ -349,36 +349,6 @@ def hatemoji_dev_report(head: EnglishHead, examples: list[D.Example], X: np.ndar
     return {"rows": int(rows.sum()),
             "macro_f1_any_category": round(float(f1_score(y, scores.max(axis=1) >= 0.5, average="macro")), 4),
             "macro_f1_hate": round(float(f1_score(y, scores[:, head.categories.index("hate")] >= 0.5, average="macro")), 4)}
-
-
-def train_chinese(root: Path) -> tuple[ChineseModel, dict]:
-    """Char 1–3-gram TF-IDF + logistic regression on COLD train; C and threshold on COLD dev."""
-    from sklearn.linear_model import LogisticRegression
-
-    from rtaudit.engine.text.normalize import normalize
-
-    rows = D.load("cold", root)
-    texts = [normalize(e.text).text for e in rows]
-    y = np.array([e.labels["offensive"] for e in rows])
-    tr = np.array([e.split == "train" for e in rows])
-    counts = zh_vectorizer().transform([t for t, m in zip(texts, tr) if m])
-    n = counts.shape[0]
-    df = np.bincount(counts.indices, minlength=ZH_FEATURES)
-    idf = (np.log((1 + n) / (1 + df)) + 1).astype(np.float32)  # scikit-learn's smooth idf
-    base = ChineseModel(idf.astype(np.float16).astype(np.float32), np.zeros(ZH_FEATURES, np.float32), 0.0, 0.0)
-    Xtr, Xdv = base.transform([t for t, m in zip(texts, tr) if m]), base.transform([t for t, m in zip(texts, tr) if not m])
-    best = None
-    for C in (2.0, 8.0, 32.0):
-        model = LogisticRegression(C=C, max_iter=3000, solver="liblinear").fit(Xtr, y[tr])
-        t, f1 = best_threshold(y[~tr], model.predict_proba(Xdv)[:, 1])
-        log.info("zh C=%s dev F1 %.4f at %.2f", C, f1, t)
-        if best is None or f1 > best[0]:
-            best = (f1, C, t, model)
-    f1, C, t, model = best  # type: ignore[misc]
-    zh = ChineseModel(base.idf, model.coef_[0].astype(np.float32), float(model.intercept_[0]),
-                      float(lexical_logit(np.array([t]))[0]))
-    return zh, {"C": C, "threshold": round(t, 3), "dev_f1": round(f1, 4), "train_rows": int(tr.sum()),
-                "dev_rows": int((~tr).sum()), "features": f"char {ZH_NGRAMS[0]}-{ZH_NGRAMS[1]}-grams hashed to {ZH_FEATURES}"}
 
 
 def safety_training_files(safety_root: Path) -> dict[str, str]:
