@@ -103,7 +103,7 @@ from functools import lru_cache
 from rtaudit.engine.text.emoji_names import emoji_names
 from rtaudit.engine.text.separators import inner_space, protected, split_letters, underscore_joins
 
-__all__ = ["NormalizedText", "normalize"]
+__all__ = ["NormalizedText", "detection_view", "normalize"]
 
 @dataclass(frozen=True)
 class NormalizedText:
@@ -303,6 +303,16 @@ def _confusables(text: str, spans: _Spans) -> tuple[str, _Spans]:
             if c in folds and (mixed or lookalike_word or _is_latin(c)):
                 chars[k] = folds[c]
     return "".join(chars), spans
+
+
+def detection_view(text: str) -> str:
+    """What language detection reads: ``text`` as written (case and diacritics kept: they are lingua's cues)
+    but with NFKC's compatibility folding (fullwidth ``ｍ``, mathematical ``𝐦`` → ``m``) and look-alike
+    letters folded where :func:`normalize` folds them (Cyrillic or Greek letters inside or among Latin
+    words: ``үοu`` → ``you``). Without it, English written in mixed scripts read as German to lingua and
+    left the English model (the evasion suite's mixed-scripts recall fell from 0.98 to 0.91). Pure."""
+    view = unicodedata.normalize("NFKC", text)
+    return _confusables(view, [])[0]
 
 
 def _lowercase(text: str, spans: _Spans) -> tuple[str, _Spans]:

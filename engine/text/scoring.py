@@ -47,7 +47,7 @@ import numpy as np
 
 from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
 from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social_view
-from rtaudit.engine.text.normalize import NormalizedText, normalize
+from rtaudit.engine.text.normalize import NormalizedText, detection_view, normalize
 from rtaudit.engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
 
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
@@ -345,7 +345,7 @@ class TextScorer:
             if not isinstance(t, str):
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
         norm = [normalize(t) for t in texts]
-        routes = self.languages.routes([n.original for n in norm], [route_normalized(n) for n in norm])
+        routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm])
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]

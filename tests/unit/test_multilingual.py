@@ -184,3 +184,21 @@ def test_one_latin_word_stays_english() -> None:
     scores = TextScorer().score(["hello", "ciao", "hello there my friend, how are you doing today?"])
     assert [s.language for s in scores] == ["en", "en", "en"]
     assert {"violence", "self-harm"} <= set(scores[0].scores)
+
+
+def test_english_in_mixed_scripts_stays_english(text_scorer) -> None:
+    """Fullwidth, mathematical-bold, Cyrillic and Greek look-alikes in English: lingua reads them folded
+    (``detection_view``), so they stay on the English model (they read as German before: the evasion
+    suite's mixed-scripts recall fell from 0.98 to 0.91 with the per-language models)."""
+    texts = ["Ｄo𝐧't 𝐦ａk𝐞 me ｍ𝐚𝐤𝐞 у𝐨𝐮 f𝐚𝐥Ӏ in Ιоѵе with a bꙇt𝐜ｈ like me",
+             "𝐆σｔ to be 𝐚𝐛ο𝐮𝐭 ｔhе dｕｍbе𝐬ｔ 𝐭һi𝐧𝐠 ҽvｅᴦ, you ｉｄｉｏｔ"]
+    assert [s.language for s in text_scorer.score(texts)] == ["en", "en"]
+
+
+def test_detection_view_folds_look_alikes_and_keeps_what_lingua_reads() -> None:
+    from rtaudit.engine.text.normalize import detection_view
+
+    assert detection_view("үοu 𝐠uγs ａ𝐫𝐞") == "you guys are"
+    for text in ("No sé qué hacer, mañana voy a la playa.", "Я не знаю, что буду делать завтра.",
+                 "Ich weiß nicht", "Γειά σου, τι κάνεις;", "لا أعرف ماذا سأفعل غدا."):
+        assert detection_view(text) == text
