@@ -106,6 +106,32 @@ def test_benign_list_has_fifty_sentences_per_language():
         assert len(sentences) == 50 and len(set(sentences)) == 50, lang
 
 
+def test_written_negatives_are_not_benign_sentences():
+    """The written training negatives (multilingual_negatives) never repeat an evaluation sentence,
+    as written or as the model reads it."""
+    from rtaudit.engine.text.multilingual_negatives import NEGATIVES
+
+    assert set(NEGATIVES) <= set(ML.LANGUAGES)
+    for lang, sentences in NEGATIVES.items():
+        assert len(set(sentences)) == len(sentences), lang
+        seen = {ML.model_text(normalize(t).text) for t in BENIGN[lang]}
+        for t in sentences:
+            assert t not in BENIGN[lang] and ML.model_text(normalize(t).text) not in seen, (lang, t)
+
+
+def test_threshold_rule_keeps_the_recall_floor_where_reachable():
+    from rtaudit.engine.text.multilingual_train import best_macro_threshold
+
+    y = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
+    p = np.array([0.9, 0.8, 0.3, 0.25, 0.5, 0.45, 0.35, 0.28, 0.1, 0.1])
+    free, _ = best_macro_threshold(y, p)
+    floored, _ = best_macro_threshold(y, p, recall_floor=0.75)
+    assert free > 0.5 and 0.28 < floored <= 0.3  # the floor trades precision for the recall it asks
+    # a positive the router sends elsewhere counts as missed: 0.75 is then out of reach, the free rule holds
+    routed = np.array([True, True, False, False] + [True] * 6)
+    assert best_macro_threshold(y, p, routed=routed, recall_floor=0.75)[0] == free
+
+
 def test_social_markup_is_not_read_and_offsets_survive():
     n = normalize("@Martin28a Sie haben Recht |LBR| https://t.co/x du Arsch")
     view = ML.social_view(n)
