@@ -192,6 +192,7 @@ def eval_text(
     if ours.benign_flagged:
         console.print(f"benign texts flagged: {list(ours.benign_flagged)}")
     console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
+    _whole_document_table(scorer, quick)
     memo.save()
     scorer.encoder.memo = None  # throughput is measured without the memo
     tp = ev.throughput(scorer, data, quick=quick)
@@ -199,6 +200,24 @@ def eval_text(
     t.add_row(*(f"{v:.1f}" for v in tp.values()))
     console.print(t)
     console.print(f"eval took {time.perf_counter() - started:.1f} s")
+
+
+def _whole_document_table(scorer, quick: bool) -> None:  # type: ignore[no-untyped-def]
+    """``rtaudit eval``'s whole-document table: each flagged sentence alone and inside 5,000 benign words
+    (1,000 with ``quick``) at the start, middle and end (:mod:`rtaudit.engine.text.long_document`)."""
+    from rtaudit.engine.text import long_document as LD
+
+    words = 1000 if quick else 5000
+    rows = LD.whole_document(lambda texts: [r.scores for r in scorer.score(texts, evidence=False)], words=words)
+    t = Table("sentence", "place", "words", "flagged alone", "alone", "in the document", "largest change",
+              f"target <= {LD.TARGET_DELTA}",
+              title=f"Whole-document scoring: a flagged sentence in {words:,} benign words (issue 12 item 1)")
+    for r in rows:
+        t.add_row(r.sentence, r.place, f"{r.words:,}", ", ".join(r.flagged) or "-",
+                  ", ".join(f"{c} {r.alone[c]:.2f}" for c in r.flagged) or "-",
+                  ", ".join(f"{c} {r.in_document[c]:.2f}" for c in r.flagged) or "-", _f(r.delta),
+                  "[green]met[/green]" if r.met else "[red]not met[/red]")
+    console.print(t)
 
 
 def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rtaudit.engine.text.long_document import SENTENCES, benign_sentences, whole_document
 from rtaudit.engine.text.windows import (
     MAX_COST_RATIO,
     OVERLAP_TOKENS,
@@ -101,30 +102,7 @@ def test_short_sentences_share_windows_when_alone_they_would_cost_too_much():
 
 # ---------------------------------------------------------------- the scorer, whole documents
 
-_SUBJECTS = ("The committee", "My neighbour", "The old library", "Our team", "The river", "A small bakery",
-             "The museum", "Her brother", "The city council", "The garden")
-_VERBS = ("opened", "visited", "discussed", "painted", "repaired", "described", "planned", "cleaned", "measured",
-          "photographed")
-_OBJECTS = ("the new bridge", "a quiet park", "the spring schedule", "the wooden fence", "a long report",
-            "the village square", "the train timetable", "a blue boat", "the morning market", "the school garden")
-_TAILS = ("on Monday morning", "after the long winter", "with great care", "before the holiday",
-          "during the festival", "in the afternoon", "last week", "near the station", "for the visitors",
-          "without any fuss")
-
-
-def benign_sentences(words: int, seed: int = 0) -> list[str]:
-    """Generated everyday sentences, about ``words`` words in all (the same for the same seed)."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    count = 0
-    while count < words:
-        s = f"{rng.choice(_SUBJECTS)} {rng.choice(_VERBS)} {rng.choice(_OBJECTS)} {rng.choice(_TAILS)}."
-        out.append(s)
-        count += len(s.split())
-    return out
-
-
-ABUSE = "You are a stupid worthless bitch."
+ABUSE = SENTENCES[0]
 
 
 @pytest.fixture(scope="module")
@@ -186,3 +164,11 @@ def test_padding_just_past_one_window_no_longer_dilutes(text_scorer):
     doc = " ".join(benign_sentences(60) + [ABUSE])
     alone, padded = text_scorer.score([ABUSE, doc], evidence=False)
     assert abs(padded.scores["offensive"] - alone.scores["offensive"]) <= 0.1
+
+
+def test_the_whole_document_report_scores_every_sentence_at_every_place(text_scorer):
+    rows = whole_document(lambda texts: [r.scores for r in text_scorer.score(texts, evidence=False)], words=2000)
+    assert [(r.sentence, r.place) for r in rows] == [(s, p) for s in SENTENCES for p in ("start", "middle", "end")]
+    assert all(r.words >= 2000 for r in rows)
+    insult = [r for r in rows if r.sentence == ABUSE]
+    assert all(r.flagged and r.met for r in insult), insult
