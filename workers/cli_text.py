@@ -144,7 +144,7 @@ def eval_text(
         console.print(f"rtaudit-text {scorer.version}")
         console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
         return
-    needed = [p for name in dict(ev.EVAL_SETS) for p in D.data_files(data)[name]]
+    needed = [p for name in (*dict(ev.EVAL_SETS), "hatemoji_build") for p in D.data_files(data)[name]]
     missing = [p for p in needed if not p.is_file()]
     if missing:
         where = f"{data} does not exist" if not data.is_dir() else (
@@ -172,6 +172,13 @@ def eval_text(
         d = r.macro_f1 - r.baseline_macro_f1
         t.add_row(r.dataset, r.split, str(r.n), _f(r.macro_f1), _f(r.baseline_macro_f1), f"{d:+.3f}",
                   "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
+    console.print(t)
+    t = Table("split", "n", "macro-F1 (any category)", "macro-F1 (hate)", "non-hateful flagged", "target >= 0.80",
+              title="Emoji-based hate: HatemojiBuild (validation chose its training weight; test only reported)")
+    for split, name in (("dev", "validation"), ("test", "test")):
+        h = ev.hatemoji(scorer, data, split)
+        t.add_row(name, str(h["rows"]), _f(h["macro_f1"]), _f(h["macro_f1_hate"]), _f(h["flagged_non_hateful"]),
+                  "" if split == "dev" else "[green]met[/green]" if h["macro_f1"] >= 0.80 else "[red]not met[/red]")
     console.print(t)
     _safety_tables(scorer, data, safety_data or D.safety_data_dir(), quick)
     multilingual_section(console, scorer, None, quick)  # $RTAUDIT_MULTILINGUAL_DATA; one line when absent
