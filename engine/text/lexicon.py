@@ -21,7 +21,7 @@ import math
 import warnings
 from functools import lru_cache
 
-__all__ = ["COMMON_RANK", "common", "offensive", "rank", "word_cost"]
+__all__ = ["COMMON_RANK", "common", "offensive", "offensive_weights", "rank", "word_cost"]
 
 #: a word of three letters or more is common when its vocabulary rank is below this.
 COMMON_RANK = 6000
@@ -45,6 +45,12 @@ def _vocabulary() -> dict[str, int]:
 @lru_cache(maxsize=1)
 def offensive() -> frozenset[str]:
     """alt-profanity-check's most offensive unigrams (see the module docstring)."""
+    return frozenset(offensive_weights())
+
+
+@lru_cache(maxsize=1)
+def offensive_weights() -> dict[str, float]:
+    """:func:`offensive`'s words with their alt-profanity-check coefficient (larger: more offensive)."""
     from pathlib import Path
 
     import joblib
@@ -58,8 +64,8 @@ def offensive() -> frozenset[str]:
         model = joblib.load(data / "model.joblib")
     coef = np.mean([(getattr(c, "estimator", None) or c.base_estimator).coef_.ravel()
                     for c in model.calibrated_classifiers_], axis=0)
-    return frozenset(w for w, i in vectorizer.vocabulary_.items()
-                     if coef[i] > OFFENSIVE_COEF and len(w) >= 3 and w.isascii() and w.isalpha())
+    return {w: float(coef[i]) for w, i in vectorizer.vocabulary_.items()
+            if coef[i] > OFFENSIVE_COEF and len(w) >= 3 and w.isascii() and w.isalpha()}
 
 
 def rank(word: str) -> int | None:

@@ -74,6 +74,9 @@ something):
     ``-/_.:`` with a number of two or more digits: ``5H1T-4477-B``,
     ``2023-CV-00451``) and @handles are exempt from ``split_letters`` and ``leet``.
 
+``respell``
+    A word that is not a known word, with stretched (``idddiot``) or masked (``f*ck``) letters, is read
+    as the known word it spells (``idiot``, ``fuck``; ``sooo`` → ``so``): :mod:`rtaudit.engine.text.separators`.
 ``inner_space``
     One space inside an offensive word is dropped unless both halves are common words
     (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`rtaudit.engine.text.separators`.
@@ -101,7 +104,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from rtaudit.engine.text.emoji_names import emoji_names
-from rtaudit.engine.text.separators import inner_space, protected, split_letters, underscore_joins
+from rtaudit.engine.text.separators import inner_space, protected, respell, split_letters, underscore_joins
 
 __all__ = ["NormalizedText", "detection_view", "normalize"]
 
@@ -415,6 +418,7 @@ _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...
     ("underscore_joins", underscore_joins, True),
     ("split_letters", split_letters, True),
     ("leet", _leet, True),
+    ("respell", respell, True),
     ("inner_space", inner_space, True),
     ("abbreviations", _abbreviations, True),
 )

@@ -32,7 +32,16 @@ runs them (each with its benign control in ``tests/unit/test_separators.py``):
     ``f u c k y o u`` → ``fuck you``, ``y o u a r e a b i t c h`` → ``you are a bitch``, and a
     one-letter word is not glued to the spaced word after it (``you are a b i t c h`` →
     ``you are a bitch``, while ``a s s h o l e`` → ``asshole``, a word).
-``inner_space`` (after ``leet``)
+``respell`` (after ``leet``)
+    A word that is not a known word (:func:`rtaudit.engine.text.lexicon.rank`) with letters stretched
+    (a run of three or more of one letter) or masked (one or two ``*`` between letters) is read as the
+    known word it spells, when there is one: every stretched run becomes two letters or one, every
+    ``*`` one letter, and of the known candidates the most offensive word wins (alt-profanity-check's weight: a writer masks letters
+    to hide profanity, ``sh*t`` is ``shit`` rather than ``shut``), else the most frequent: ``idddiot`` → ``idiot``, ``sooo`` → ``so``, ``coool`` → ``cool``,
+    ``f*ck`` → ``fuck``, ``i*iot`` → ``idiot``, ``w*lcome`` → ``welcome``. Known words (``xxx``, ``www``),
+    words with no known reading and markdown ``*emphasis*`` stay as written; a masked letter keeps the
+    ``*``'s span, a dropped letter of a run its neighbour's.
+``inner_space`` (after ``respell``)
     Two letter runs separated by one space whose concatenation is an offensive word
     (:func:`rtaudit.engine.text.lexicon.offensive`) are one word unless both are common words:
     ``bi tch`` → ``bitch``, ``as shole`` → ``asshole``; ``the pen is`` stays.
@@ -48,7 +57,7 @@ import re
 
 from rtaudit.engine.text import lexicon
 
-__all__ = ["inner_space", "protected", "split_letters", "underscore_joins"]
+__all__ = ["inner_space", "protected", "respell", "split_letters", "underscore_joins"]
 
 _Spans = list[tuple[int, int]]
 
@@ -215,3 +224,69 @@ def inner_space(text: str, spans: _Spans) -> tuple[str, _Spans]:
     mask = protected(text)
     drop = {k for k in drop if not mask[k]}
     return "".join(c for k, c in enumerate(text) if k not in drop), [sp for k, sp in enumerate(spans) if k not in drop]
+
+
+_RESPELL_TOKEN = re.compile(r"(?<![\w*'’])[a-z]+(?:\*{1,2}[a-z]+)*(?![\w*'’])")
+_STRETCH = re.compile(r"([a-z])\1{2,}")
+#: the most stretched runs and ``*`` one word may have for :func:`respell` to try its readings.
+RESPELL_MAX_RUNS, RESPELL_MAX_MASKS = 3, 2
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz"
+
+
+def _readings(token: str) -> list[tuple[str, list[int]]]:
+    """Every reading of ``token`` with each stretched run cut to two letters or one and each ``*`` a letter:
+    ``(word, kept)`` where ``kept`` are the token's indices each letter of ``word`` came from."""
+    runs = [(m.start(), m.end()) for m in _STRETCH.finditer(token)]
+    masks = [k for k, c in enumerate(token) if c == "*"]
+    if not (runs or masks) or len(runs) > RESPELL_MAX_RUNS or len(masks) > RESPELL_MAX_MASKS:
+        return []
+    out: list[tuple[str, list[int]]] = [("", [])]
+    k = 0
+    while k < len(token):
+        run = next((r for r in runs if r[0] == k), None)
+        if run is not None:
+            out = [(w + token[k] * n, kept + list(range(k, k + n))) for w, kept in out for n in (2, 1)]
+            k = run[1]
+        elif token[k] == "*":
+            out = [(w + c, kept + [k]) for w, kept in out for c in _ALPHABET]
+            k += 1
+        else:
+            out = [(w + token[k], kept + [k]) for w, kept in out]
+            k += 1
+    return out
+
+
+def _best_reading(token: str) -> tuple[str, list[int]] | None:
+    known = [(w, kept) for w, kept in _readings(token) if lexicon.rank(w) is not None]
+    if not known:
+        return None
+    weight = lexicon.offensive_weights()
+    return min(known, key=lambda r: (-weight.get(r[0], 0.0), lexicon.rank(r[0]), -len(r[0])))
+
+
+def respell(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    """Stretched and masked letters read as the known word they spell (see the module docstring)."""
+    if "*" not in text and not _STRETCH.search(text):
+        return text, spans
+    mask = protected(text)
+    chars: list[str] = []
+    out: _Spans = []
+    at = 0
+    for m in _RESPELL_TOKEN.finditer(text):
+        token = m.group()
+        if mask[m.start()] or ("*" not in token and (not _STRETCH.search(token) or lexicon.rank(token) is not None)):
+            continue
+        best = _best_reading(token)
+        if best is None:
+            continue
+        word, kept = best
+        chars.extend(text[at:m.start()])
+        out.extend(spans[at:m.start()])
+        chars.extend(word)
+        out.extend(spans[m.start() + k] for k in kept)
+        at = m.end()
+    if at == 0:
+        return text, spans
+    chars.extend(text[at:])
+    out.extend(spans[at:])
+    return "".join(chars), out

@@ -28,6 +28,12 @@ EVASIONS = [
     ("inner_space", "what an as shole", "what an asshole"),
     ("inner_space", "fu ck you", "fuck you"),
     ("inner_space", "you are a b!t ch", "you are a bitch"),  # after leet
+    ("respell", "you are an idddiot", "you are an idiot"),  # stretched letters
+    ("respell", "shut up you moooron", "shut up you moron"),
+    ("respell", "f*ck you", "fuck you"),  # masked letters
+    ("respell", "what a b**ch", "what a bitch"),
+    ("respell", "sh*t", "shit"),  # the most offensive reading, not "shut"
+    ("respell", "you are an i*iot", "you are an idiot"),
 ]
 
 #: (rule, benign text, what the model must see): the control for each rule
@@ -49,6 +55,11 @@ CONTROLS = [
     ("inner_space", "a bit chilly today", "a bit chilly today"),
     ("inner_space", "the rapist was caught", "the rapist was caught"),
     ("inner_space", "go to the island", "go to the island"),
+    ("respell", "sooo coool", "so cool"),  # stretched benign words read as themselves
+    ("respell", "You are an a*gel", "you are an angel"),
+    ("respell", "*really* good, 2*3=6", "*really* good, 2*3=6"),  # emphasis and arithmetic stay
+    ("respell", "the zzzqx code", "the zzzqx code"),  # no known reading: as written
+    ("respell", "see www.example.com/aaa*b", "see www.example.com/aaa*b"),  # URLs are exempt
 ]
 
 
