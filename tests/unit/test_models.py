@@ -75,6 +75,51 @@ def test_ocr_text_spans_point_into_the_transcript(phototest_partial):
     assert max(phototest_partial.scores.values()) < DEFAULT_THRESHOLDS["offensive"].review
 
 
+#: a page the test renders itself (Pillow's bundled font): the same OCR guarantees on a bare clone.
+RENDERED_LINES = ("The quick brown fox jumps over", "the lazy dog near the river bank.")
+
+
+@pytest.fixture(scope="module")
+def rendered_partial(ocr_stage, tmp_path_factory):
+    import io
+
+    from PIL import Image
+
+    from rtaudit.workers.demo import render_text_image
+
+    lines = [Image.open(io.BytesIO(render_text_image(line))) for line in RENDERED_LINES]
+    page = Image.new("RGB", (max(i.width for i in lines), sum(i.height for i in lines)), "white")
+    for k, line in enumerate(lines):
+        page.paste(line, (0, sum(i.height for i in lines[:k])))
+    path = tmp_path_factory.mktemp("ocr") / "page.png"
+    page.save(path)
+    (partial,) = run_stage(ocr_stage, [path]).partials
+    assert partial.status == "ok", partial.error
+    return partial
+
+
+def _words(text: str) -> list[str]:
+    return "".join(c if c.isalnum() else " " for c in text.lower()).split()
+
+
+def test_ocr_stage_reads_a_rendered_page(rendered_partial):
+    lines = ocr_lines(rendered_partial)  # PP-OCR may cut a rendered line at its wider word gaps: compare words
+    assert _words(" ".join(lines)) == _words(" ".join(RENDERED_LINES)), lines
+    for ev in rendered_partial.evidence:
+        if ev.category == "ocr":
+            x, y, w, h = ev.box
+            assert w > 0 and h > 0 and 0.0 <= ev.score <= 1.0
+
+
+def test_ocr_text_spans_of_a_rendered_page_point_into_the_transcript(rendered_partial):
+    transcript = "\n".join(ocr_lines(rendered_partial))
+    for ev in rendered_partial.evidence:
+        if ev.span is not None:
+            assert transcript[slice(*ev.span)] == ev.text
+    assert set(rendered_partial.scores) == {"offensive", "hate", "targeted_insult", "violence", "self-harm"}
+    assert max(rendered_partial.scores.values()) < DEFAULT_THRESHOLDS["offensive"].review
+
+
 def test_ocr_scales_huge_images_down_before_recognition(ocr_stage):
     import base64 as b64
     import io
