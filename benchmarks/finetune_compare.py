@@ -7,7 +7,8 @@ Usage: ``python benchmarks/finetune_compare.py NAME=ARTIFACTS_DIR [NAME=DIR ...]
 Per directory: dev macro-F1 per English dev set (``rtaudit eval``'s classification: Davidson, OLID, HateXplain),
 HatemojiBuild test macro-F1 (flagged = any category >= 0.5), violence / self-harm P and R on the held-out
 test splits, benign false-positive rate and the evasion suite's worst relative recall, the functional
-suite's functionalities at target, texts/s at batch 64 (with evidence; no embedding memo; the scorers
+suite's functionalities at target, the share of Chit-Chat's held-out messages flagged (``rtaudit eval``'s
+conversation table), texts/s at batch 64 (with evidence; no embedding memo; the scorers
 alternate over ``--rounds`` rounds and the median is given: the cores are shared).
 """
 
@@ -47,6 +48,9 @@ def quality(scorer: TextScorer, root: Path, safety: Path) -> dict:
     out["benign_flagged"] = list(ours.benign_flagged)
     out["evasion_worst_relative"] = round(ours.worst_relative, 4)
     out["evasion_relative"] = {k: round(v, 4) for k, v in ours.relative.items()}
+    conv = ev.conversation(scorer, safety)
+    out["conversation_fp"] = {r.subset: round(r.any_rate, 4) for r in conv}
+    out["conversation_flagged"] = {r.subset: list(r.examples) for r in conv}
     rep = fs.evaluate(fs.scorer_scores(scorer))
     out["functional_met"] = f"{rep.met}/{len(rep.rows)}"
     out["functional"] = {r.functionality: round(r.pass_rate, 3) for r in rep.rows}
@@ -62,13 +66,14 @@ def main() -> None:
     ap.add_argument("--safety-data", type=Path, default=None)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="the encoder graph every scorer runs")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
     safety = args.safety_data or D.safety_data_dir()
     scorers = {}
     for item in args.dirs:
         name, _, d = item.partition("=")
-        scorers[name] = TextScorer(prefer_gpu=False, intra_op_threads=args.threads, encoder_precision="fp32",
+        scorers[name] = TextScorer(prefer_gpu=False, intra_op_threads=args.threads, encoder_precision=args.precision,
                                    artifacts_dir=Path(d))
     results = {name: quality(s, args.data, safety) for name, s in scorers.items()}
     texts = [r.text for d in ("davidson", "olid", "hatexplain") for r in ev.sample(D.load(d, args.data, "dev"), 96)]

@@ -259,3 +259,11 @@ def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # ty
     for c in D.SAFETY_CATEGORIES:
         if benign[c]:
             console.print(f"benign texts flagged {c}: {benign[c]}", markup=False)
+    conv = ev.conversation(scorer, safety, quick=quick)
+    cats = sorted({c for r in conv for c in r.flagged_rate})
+    t = Table("Chit-Chat test", "n", *cats, "any category", "alt-profanity-check", "flagged, e.g.",
+              title="Conversation: share of held-out chat messages flagged (score >= 0.5; never trained on; target <= 0.010)")
+    for r in conv:
+        t.add_row(r.subset, str(r.n), *(_f(r.flagged_rate.get(c, 0.0)) for c in cats), _f(r.any_rate), _f(r.baseline_rate),
+                  " | ".join(r.examples[:3]))
+    console.print(t)

@@ -61,6 +61,13 @@ which, at which commit, under which licence):
   ``prateeksaxena2809/EPIE_Corpus`` at ``cb6007e``): ordinary prose, and violent words in their
   everyday senses; ``violence`` = ``self-harm`` = 0 (negatives only; unannotated for either).
 
+* **chitchat** (the BYU PCC Chit-Chat Challenge corpus, 2018: 7,168 open-domain conversations between
+  people, 258,145 messages; MIT; ``chitchat/dataset.json`` from the PyPI wheel ``chitchat_dataset`` 0.9.0,
+  repository ``BYU-PCCL/chitchat-dataset`` at ``ff8b113``, whose git tree lacks the file): ordinary
+  conversational messages ("haha yes, are you?", "lol that's hilarious", "Thank you, I appreciate that");
+  every category 0 (negatives only, unannotated: 176 of the distinct messages use a swear word or an
+  insult, nearly all "stupid" about a thing). One example per distinct message with at least one letter.
+
 None has an official split: :func:`hashed_split3` puts each distinct text (lower-cased,
 whitespace-collapsed: duplicates land together) in ``train`` (65 %), ``dev`` (15 %: thresholds)
 or ``test`` (20 %: the held-out split, reported only). A text that occurs with both labels is dropped.
@@ -77,7 +84,7 @@ import re
 import xml.etree.ElementTree as ET
 import zipfile
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 #: seed of the hashed train/dev split (recorded in the artifact manifest).
@@ -89,7 +96,7 @@ CATEGORIES: tuple[str, ...] = ("offensive", "hate", "targeted_insult", "violence
 SAFETY_CATEGORIES: tuple[str, ...] = ("violence", "self-harm")
 DATASETS = ("davidson", "olid", "hatexplain", "cold", "jigsaw_sample", "hatemoji_build")
 #: datasets read from :func:`safety_data_dir` instead of ``shared/data``.
-SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie")
+SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie", "chitchat")
 #: a suicide_detection post is cut to its first this many words.
 SAFETY_WORDS = 40
 #: shares of the three-way hashed split of the safety sets (the rest is train).
@@ -141,7 +148,8 @@ def safety_files(root: Path) -> dict[str, list[Path]]:
     t = Path(root) / "text"
     return {"threatgram101": [t / "threatgram101/Labeled_15076.json"],
             "suicide_detection": [t / "suicide_detection/Suicide_Detection.xlsx"],
-            "epie": [t / "epie/Static_Idioms_Words.txt", t / "epie/Formal_Idioms_Words.txt"]}
+            "epie": [t / "epie/Static_Idioms_Words.txt", t / "epie/Formal_Idioms_Words.txt"],
+            "chitchat": [t / "chitchat/dataset.json"]}
 
 
 def _dedup_split(rows: list[tuple[str, int, str]], dataset: str, category: str) -> list[Example]:
@@ -177,6 +185,18 @@ def load_epie(root: Path) -> list[Example]:
     rows = [(detokenize(line), 0, f"{path.stem}:{i}") for path in safety_files(root)["epie"]
             for i, line in enumerate(path.read_text(encoding="utf-8").splitlines()) if line.strip()]
     return _dedup_split(rows, "epie", "violence")
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+
+
+def load_chitchat(root: Path) -> list[Example]:
+    """Every distinct message (with a letter) of the Chit-Chat corpus, negative for every category."""
+    convos = json.loads(safety_files(root)["chitchat"][0].read_text(encoding="utf-8"))
+    rows = [(m["text"], 0, f"{cid}:{t}:{j}") for cid, c in convos.items()
+            for t, turn in enumerate(c["messages"]) for j, m in enumerate(turn)
+            if isinstance(m.get("text"), str) and _LETTER.search(m["text"])]
+    return [replace(e, labels={c: 0 for c in CATEGORIES}) for e in _dedup_split(rows, "chitchat", "violence")]
 
 
 def xlsx_rows(path: Path) -> list[dict[str, str]]:
@@ -306,7 +326,7 @@ def load_hatemoji(root: Path) -> list[Example]:
 
 LOADERS = {"davidson": load_davidson, "olid": load_olid, "hatexplain": load_hatexplain, "cold": load_cold, "jigsaw_sample": load_jigsaw,
            "hatemoji_build": load_hatemoji, "threatgram101": load_threatgram, "suicide_detection": load_suicide_detection,
-           "epie": load_epie}
+           "epie": load_epie, "chitchat": load_chitchat}
 
 
 def load(dataset: str, root: Path, split: str | None = None) -> list[Example]:

@@ -20,6 +20,9 @@
   (ThreatGram 101, Suicide Detection; :mod:`rtaudit.engine.text.data`; never trained or tuned on):
   precision, recall, F1 and false-positive rate at score ≥ 0.5, and each category's false positives
   on the benign list. Also HatemojiBuild's test threats (``violence``), reported only.
+* :func:`conversation` — the held-out (``test``) split of the Chit-Chat corpus (people chatting; negatives
+  only, never read by training): the share of messages flagged by each category and by any, and by
+  alt-profanity-check alone (baseline), for a hash sample and for its messages that laugh (:data:`LAUGHTER`).
 * :func:`probes` — the threat and self-harm sentences of issue 12 and their benign controls.
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
 
@@ -30,6 +33,7 @@ so the whole run takes well under a minute on 2 CPU cores.
 from __future__ import annotations
 
 import hashlib
+import re
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -214,6 +218,47 @@ def safety(scorer: TextScorer, root: Path, safety_root: Path, *, quick: bool = F
     for cat in D.SAFETY_CATEGORIES:
         benign[cat] = [t for t, s in zip(BENIGN_TEXTS, scores) if s.get(cat, 0.0) >= 0.5]
     return out, benign
+
+
+#: a message that laughs: the tweet sets' laughter is mostly at someone, and a head fitted on them read
+#: "lol" and "haha so funny" as abuse (docs/text-moderation.md).
+LAUGHTER = re.compile(r"\b(?:l+o+l+(?:o+l+)*|lmf?a+o+|rofl|(?:ha){2,}a*h?|(?:he){2,}h?|hilarious|funny)\b", re.IGNORECASE)
+#: Chit-Chat test messages :func:`conversation` reads (a seeded hash sample; ``quick``: :data:`QUICK_N` × 3).
+CONVERSATION_N = 3000
+
+
+@dataclass(frozen=True)
+class ConversationRow:
+    subset: str  # "messages" | "messages that laugh"
+    n: int
+    flagged_rate: dict[str, float]  # category -> share of messages at score >= 0.5
+    any_rate: float
+    baseline_rate: float  # share alt-profanity-check alone scores >= 0.5
+    examples: tuple[str, ...]  # up to 5 flagged messages
+
+
+def conversation(scorer: TextScorer, safety_root: Path, *, quick: bool = False) -> list[ConversationRow]:
+    """False positives on conversation, Chit-Chat's test split: one :class:`ConversationRow` for the first
+    :data:`CONVERSATION_N` messages in seeded hash order (``quick``: :data:`QUICK_N` × 3) and one for as many
+    of its messages matching :data:`LAUGHTER`.
+
+    Raises:
+        FileNotFoundError: the Chit-Chat file is not under ``safety_root``."""
+    from rtaudit.engine.models.profanity import ProfanityScorer
+
+    n = 3 * QUICK_N if quick else CONVERSATION_N
+    rows = sample(D.load("chitchat", safety_root, "test"), None)
+    out = []
+    for subset, picked in (("messages", rows[:n]), ("messages that laugh", [r for r in rows if LAUGHTER.search(r.text)][:n])):
+        texts = [r.text for r in picked]
+        scores = score_matrix(scorer, texts)
+        flagged = [max(s.values(), default=0.0) >= 0.5 for s in scores]
+        cats = sorted({c for s in scores for c in s})
+        out.append(ConversationRow(subset, len(texts), {c: float(np.mean([s.get(c, 0.0) >= 0.5 for s in scores])) for c in cats},
+                                   float(np.mean(flagged)) if texts else 0.0,
+                                   float(np.mean(np.asarray(ProfanityScorer().score_texts(texts)) >= 0.5)) if texts else 0.0,
+                                   tuple(t for t, f in zip(texts, flagged) if f)[:5]))
+    return out
 
 
 def probes(scorer: TextScorer) -> list[tuple[str, str | None, dict[str, float]]]:

@@ -183,6 +183,43 @@ UD_SOURCES = tuple(
     for key, (repo, commit, licence, *names) in _UD.items())
 
 
+
+def _tatoeba(code: str) -> Callable[[Path], Iterator[tuple[str, int]]]:
+    """Sentences of a Tatoeba test pair (one per line, line ``n`` of ``<code>`` translates line ``n`` of
+    ``eng``), each ``0``, except those whose English side alt-profanity-check scores ≥ 0.5: Tatoeba holds
+    example sentences such as "Tom is an idiot.", and the translation says which (a drop, not a label)."""
+    def read(d: Path) -> Iterator[tuple[str, int]]:
+        from rtaudit.engine.models.profanity import ProfanityScorer
+
+        name = "tatoeba-test-v2021-08-07"
+        lines = (d / f"{name}.{code}").read_text(encoding="utf-8").splitlines()
+        english = (d / f"{name}.eng").read_text(encoding="utf-8").splitlines()
+        if len(lines) != len(english):
+            raise ValueError(f"{d}: {len(lines)} {code} lines but {len(english)} English ones")
+        profane = ProfanityScorer().score_texts(english)
+        for line, p in zip(lines, profane):
+            if p < 0.5:
+                yield line, 0
+    return read
+
+
+#: Tatoeba sentences (greetings, thanks, questions, everyday talk: the conversational register the
+#: tweet-based abuse sets and the written UD treebanks both lack; "Привет! Как у тебя дела?" scored 0.65
+#: on the Russian model fitted without them), from the Tatoeba Translation Challenge test sets (release
+#: v2021-08-07) as split into one file per language by Helsinki-NLP/OPUS-MT-testsets.
+_TATOEBA = {"es": ("eng-spa", "spa"), "fr": ("eng-fra", "fra"), "de": ("deu-eng", "deu"), "pt": ("eng-por", "por"),
+            "it": ("eng-ita", "ita"), "ru": ("eng-rus", "rus"), "ar": ("ara-eng", "ara"), "hi": ("eng-hin", "hin")}
+TATOEBA_SOURCES = tuple(
+    Source(f"tatoeba_{lang}", lang, "Tatoeba sentences (Tatoeba Translation Challenge test set v2021-08-07), no abuse label",
+           "Helsinki-NLP/OPUS-MT-testsets", "ac0f19c0be3cb4e0d9450fcb2d7a9847c4bdd180",
+           "CC BY 2.0 FR (Tatoeba's licence; the repository states none for these files)",
+           tuple((f"tatoeba-test-v2021-08-07.{c}", f"datasets/helsinki_nlp/tatoeba/testsets/{pair}/tatoeba-test-v2021-08-07.{c}")
+                 for c in (code, "eng")),
+           "every sentence = 0; pairs whose English side alt-profanity-check scores >= 0.5 dropped", _tatoeba(code),
+           benign_only=True)
+    for lang, (pair, code) in _TATOEBA.items())
+
+
 _MLMA = ("HKUST-KnowComp/MLMA_hate_speech", "479836984aebfbd8a0270ca92018980f745e4c44", "MIT")
 
 SOURCES: tuple[Source, ...] = (
@@ -224,7 +261,7 @@ SOURCES: tuple[Source, ...] = (
            (("constraint_hindi_train.csv", "data/constraint_hindi_train.csv"),
             ("constraint_hindi_valid.csv", "data/constraint_hindi_valid.csv")),
            "hate or offensive = 1, non-hostile = 0; fake/defamation only dropped", _hindi),
-) + UD_SOURCES
+) + UD_SOURCES + TATOEBA_SOURCES
 
 
 def sources(language: str | None = None) -> list[Source]:

@@ -146,7 +146,12 @@ def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
     from rtaudit.engine.text.scoring import route_normalized
     from rtaudit.engine.text.train import balanced_weights
 
-    rows = MD.load(root, lang)
+    from rtaudit.engine.text.benign_multilingual import benign
+
+    # the benign sentences are an evaluation set: a source sentence that reads the same is never fitted
+    # nor used for a threshold (Tatoeba holds everyday sentences of the same kind)
+    evaluation = {ML.model_text(normalize(t).text) for t in benign(lang)}
+    rows = [r for r in MD.load(root, lang) if r.text not in evaluation]
     written = sorted({ML.model_text(normalize(t).text) for t in negatives(lang)} - {r.text for r in rows})
     tr = [r for r in rows if r.split == "train"] + [MD.Row(f"written_{lang}", lang, t, 0, "train") for t in written]
     dv = [r for r in rows if r.split == "dev"]

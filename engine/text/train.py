@@ -64,8 +64,17 @@ VIOLENT_WORDS = re.compile(r"\b(?:kill\w*|shoot\w*|shot|die[sd]?|dying|dead|murd
 #: not offensive at (0.5, 1) 0.555, but "you 🐷" fell to 0.43 (see :func:`unlabel_profane_contrasts`);
 #: the setting shipped, 0.551. ``hate`` (capped by ``offensive``, so it does not move the flag) at 1 cost Davidson 0.01 dev
 #: macro-F1 more than at 0.1.
-DATASET_WEIGHT: dict[str, dict[str, tuple[float, float]]] = {"offensive": {"hatemoji_build": (0.5, 1.0)},
-                                                             "hate": {"hatemoji_build": (0.1, 0.1)},
+#:
+#: Chit-Chat's messages (negatives only, :data:`CHITCHAT_TRAIN_ROWS`) count half for the abuse categories and
+#: fully for the safety ones. Measured 2026-12-02 on the frozen encoder (fp32 heads on training features; share of
+#: Chit-Chat test messages flagged, all / laughing; the functional suite's emoji_insult): without them 5.7 % /
+#: 13.8 %, emoji_insult 0.58; at 1 2.4 % / 4.4 % but emoji_insult 0.08 ("you 🐷" reads as chat); at 0.5 3.1 % /
+#: 6.4 %, 0.42, dev macro-F1 within 0.006 of without; at 0.25 3.8 % / 7.7 %, 0.50, but "shoot me an email"
+#: crossed into ``violence`` with the safety weight at 0.25. A fine-tuned encoder (layers 4-5) with them at 1
+#: read no laughter as abuse but lost profane insults ("you fucking idiot" 0.20): not kept.
+DATASET_WEIGHT: dict[str, dict[str, tuple[float, float]]] = {"offensive": {"hatemoji_build": (0.5, 1.0), "chitchat": (1.0, 0.5)},
+                                                             "hate": {"hatemoji_build": (0.1, 0.1), "chitchat": (1.0, 0.5)},
+                                                             "targeted_insult": {"chitchat": (1.0, 0.5)},
                                                              "violence": {}}
 #: Davidson train rows fitted: every hate row plus a hashed sample of the rest up to this many
 #: (CPU budget for embedding; Davidson is 77 % offensive and the other sets cover that class).
@@ -86,6 +95,11 @@ SAFETY_RECALL = {"violence": None, "self-harm": 0.82}
 #: alone must not read as one; a few may be threats, unannotated).
 SAFETY_NEGATIVES = {"train": 1500, "dev": 400}
 SAFETY_NEGATIVE_SETS = ("davidson", "olid", "hatexplain")
+#: Chit-Chat messages fitted (a hashed sample of its train split; its dev split is not read, its test split
+#: is the conversational false-positive row of ``rtaudit eval``), negatives of every category. Without
+#: them the tweet sets taught that laughter is abuse (their laughter is mostly at someone): "lol" 0.65,
+#: "haha so funny" 0.48 on the frozen encoder, 0.9+ on every fine-tuned one (docs/text-moderation.md).
+CHITCHAT_TRAIN_ROWS = 8000
 #: where the datasets added with their provenance recorded came from (the older sets are cited in
 #: :mod:`rtaudit.engine.text.data` and docs/text-moderation.md).
 DATA_PROVENANCE = {
@@ -121,6 +135,14 @@ DATA_PROVENANCE = {
              "labels": "violence 0 (negatives only; not used for self-harm)",
              "fitted": "hashed train (65 %)", "model_selection": "hashed dev (15 %)",
              "reported_only": "hashed test (20 %): false-positive rate on ordinary prose"},
+    "chitchat": {"source": "BYU PCC Chit-Chat Challenge corpus (2018): 7,168 open-domain conversations, 258,145 messages",
+                 "repository": "BYU-PCCL/chitchat-dataset", "commit": "ff8b113",
+                 "path": "chitchat_dataset/dataset.json (absent from the git tree: taken from the PyPI wheel "
+                         "chitchat_dataset-0.9.0-py3-none-any.whl, sha256 7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e)",
+                 "licence": "MIT", "rows": "distinct messages with a letter",
+                 "labels": "every category 0 (negatives)",
+                 "fitted": f"a hashed {CHITCHAT_TRAIN_ROWS} of the hashed train (65 %)", "model_selection": "- (dev not read)",
+                 "reported_only": "hashed test (20 %): false-positive rate on conversation"},
     "contrasts": {"source": "written for this project (engine/text/contrasts.py): figurative uses of violent words",
                   "repository": "this repository", "commit": "-", "licence": "the project's",
                   "labels": "violence 0", "fitted": "all (train only)", "model_selection": "-",
@@ -202,6 +224,8 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
            replace(e, labels={**e.labels, "violence": 0}) if (e.dataset, e.uid) in ordinary else e for e in out]
     for d in D.SAFETY_DATASETS:
         rows = [r for r in D.load(d, safety_root) if r.split in ("train", "dev")]
+        if d == "chitchat":
+            rows = sample([r for r in rows if r.split == "train"], CHITCHAT_TRAIN_ROWS)
         if d in VIOLENCE_ONLY_NEGATIVES:
             rows = [replace(r, labels={"violence": r.labels["violence"]}) for r in rows]
         out.extend(rows)
@@ -327,7 +351,12 @@ def unlabel_profane_contrasts(examples: list[D.Example], lexical_prob: np.ndarra
     HatemojiBuild's "not hateful" class also holds abuse at no protected group ("shut up you prune!
     😡", "fuck off 😡"): offensive in this taxonomy, so not a negative for ``offensive``; HatemojiBuild
     does not say which rows they are, and alt-profanity-check picks about a quarter of them. As
-    negatives they taught that insults are harmless ("you 🐷" 0.67 → 0.43)."""
+    negatives they taught that insults are harmless ("you 🐷" 0.67 → 0.43).
+
+    Chit-Chat's messages keep every label: of its 219,036 distinct messages 176 use a swear word or an
+    insult, nearly all "stupid" about a thing ("such a stupid thing to do"), while alt-profanity-check
+    flags 1.8 % of them, mostly the negatives the head should learn ("Tests suck", "that would be sick",
+    "My wife is a cancer nurse")."""
     out = []
     for e, p in zip(examples, lexical_prob):
         if e.dataset == "hatemoji_build" and e.labels.get("offensive") == 0 and p >= 0.5:

@@ -45,7 +45,8 @@ def test_the_manifest_names_where_each_safety_set_comes_from():
     assert provenance["threatgram101"]["licence"].startswith("CC-BY-4.0")
     recorded = manifest["safety_training_data"]
     assert set(recorded) == {f"text/{p}" for p in ("threatgram101/Labeled_15076.json", "suicide_detection/Suicide_Detection.xlsx",
-                                                   "epie/Static_Idioms_Words.txt", "epie/Formal_Idioms_Words.txt")}
+                                                   "epie/Static_Idioms_Words.txt", "epie/Formal_Idioms_Words.txt",
+                                                   "chitchat/dataset.json")}
 
 
 def test_policy_and_fusion_decide_on_the_new_categories():
