@@ -16,9 +16,15 @@ from rtaudit.workers.children import popen_options, stop_group
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 
-#: a parent that starts one ``sleep`` child the way the CLI does, prints its pid, and waits.
+#: a parent that starts one ``sleep`` child the way the CLI does, prints its pid, and waits. It first
+#: resets SIGTERM and SIGHUP to their defaults: exec keeps an ignored disposition and the blocked-signal
+#: mask, and an earlier test in the same pytest process can leave either behind (the full unit suite then
+#: timed out on SIGTERM while this file alone passed).
 PARENT = """
-import subprocess, sys, time
+import signal, subprocess, sys, time
+for s in (signal.SIGTERM, signal.SIGHUP):
+    signal.signal(s, signal.SIG_DFL)
+signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGHUP})
 from rtaudit.workers.children import popen_options
 child = subprocess.Popen(["sleep", "120"], **popen_options())
 print(child.pid, flush=True)

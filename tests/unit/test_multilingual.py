@@ -42,8 +42,8 @@ PAIRS = {
 #: abusive texts of :data:`PAIRS` the shipped model ranks above their benign twin but scores just under 0.5
 #: (known misses, docs/text-moderation.md): "ferme ta gueule, connard" 0.60 -> 0.49 when Tatoeba's everyday
 #: French ("je me suis bourré la gueule") joined the negatives (2026-12-02); MLMA's 2,390 French training
-#: posts hold few such insults.
-NEAR_MISSES = {"ferme ta gueule, connard": 0.45}
+#: posts hold few such insults; "espèce de salope" 0.47 with the same artifacts.
+NEAR_MISSES = {"ferme ta gueule, connard": 0.45, "espèce de salope": 0.45}
 
 
 @pytest.fixture(scope="module")
