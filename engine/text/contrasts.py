@@ -1,7 +1,7 @@
 """Written contrast sentences: violent and deathly words in their everyday senses (training negatives).
 
 Written for this project (no data set), like the functional suite, and used only as *training*
-negatives of ``violence`` and ``self-harm`` (:func:`rtaudit.engine.text.train.english_examples`):
+negatives of ``violence`` and ``self-harm`` (:func:`rtaudit.engine.text.training_data.english_examples`):
 the public threat and self-harm sets (ThreatGram 101, the Suicide Detection posts) have almost no
 figurative uses of "kill", "shoot", "die" or "dead" among their negatives (about 50 rows in all the
 public sets here), so without these the frozen encoder's linear head learnt the words rather than

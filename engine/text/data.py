@@ -31,7 +31,7 @@ Each loader returns a list of :class:`Example` (text, per-category 0/1 labels,
   them 👩‍❤️‍💋‍👩"), which carry no ``offensive`` label: as offensive positives they pushed neutral
   sentences of the benign list over the line. About a quarter of the non-hateful rows swear at
   no protected group ("fuck off 😡"): offensive, though not hate; training drops their
-  ``offensive`` label (:func:`rtaudit.engine.text.train.unlabel_profane_contrasts`).
+  ``offensive`` label (:func:`rtaudit.engine.text.training_data.unlabel_profane_contrasts`).
   ``targeted_insult`` is not annotated.
   ``violence`` = ``label_gold`` 1 and ``type`` ``threateninglanguage`` (threats against a group
   written with emoji); ``self-harm`` = 0.

@@ -8,7 +8,7 @@ library versions gives the same delta):
 * **Input**: exactly what the scorer gives the encoder at run time: the normalized text
   (:func:`rtaudit.engine.text.normalize.normalize`: emoji read as their names, leetspeak, confusables, ...)
   truncated to :data:`~rtaudit.engine.text.encoder.MAX_TOKENS` word pieces. Training rows fit one window.
-* **Data and splits**: the rows :func:`rtaudit.engine.text.train.english_examples` fits the heads on
+* **Data and splits**: the rows :func:`rtaudit.engine.text.training_data.english_examples` fits the heads on
   (Davidson, OLID, HateXplain, HatemojiBuild, ThreatGram 101, the Suicide Detection posts, EPIE and the
   safety negatives), ``train`` split only; the ``dev`` rows choose the checkpoint (mean over Davidson, OLID
   and HateXplain of the per-set macro-F1 at per-category best dev thresholds). No test split, and none of
@@ -124,11 +124,11 @@ def cache_hidden(ids: list[list[int]], below: int = CACHE_BELOW, chunk: int = 40
 
 
 def training_texts(root: Path, safety_root: Path | None = None):  # type: ignore[no-untyped-def]
-    """``(examples, normalized texts)`` of :func:`rtaudit.engine.text.train.english_examples` (train + dev, never test):
+    """``(examples, normalized texts)`` of :func:`rtaudit.engine.text.training_data.english_examples` (train + dev, never test):
     the exact input the scorer gives the encoder (a training text fits one window)."""
     from rtaudit.engine.text import data as D
     from rtaudit.engine.text.normalize import normalize
-    from rtaudit.engine.text.train import english_examples
+    from rtaudit.engine.text.training_data import english_examples
 
     examples = english_examples(root, Path(safety_root or D.safety_data_dir()))
     return examples, [normalize(e.text).text for e in examples]
@@ -161,23 +161,16 @@ def targets(examples, texts: list[str], lexical_prob: np.ndarray):  # type: igno
     violence's hard negatives, HatemojiBuild's profane contrasts unlabelled), each category's weights scaled to
     mean 1 over its labelled train rows; ``w`` is 0 where a row does not label a category or is not a train row."""
     from rtaudit.engine.text import data as D
-    from rtaudit.engine.text import train as T
+    from rtaudit.engine.text import training_data as T
 
     examples = T.unlabel_profane_contrasts(examples, lexical_prob)
     cats = D.CATEGORIES
     y = np.zeros((len(examples), len(cats)), np.float32)
     w = np.zeros_like(y)
-    datasets = np.array([e.dataset for e in examples])
     for c_i, cat in enumerate(cats):
         tr = np.array([e.split == "train" and cat in e.labels for e in examples])
         yc = np.array([e.labels.get(cat, 0) for e in examples])
-        weights = T.balanced_weights(yc[tr], datasets[tr])
-        for d, (positive, negative) in T.DATASET_WEIGHT.get(cat, {}).items():
-            weights[(datasets[tr] == d) & (yc[tr] == 1)] *= positive
-            weights[(datasets[tr] == d) & (yc[tr] == 0)] *= negative
-        if cat == "violence":
-            hard = np.array([y_ == 0 and T.VIOLENT_WORDS.search(e.text) is not None for e, y_ in zip(examples, yc)])
-            weights[hard[tr]] *= T.HARD_NEGATIVE_WEIGHT
+        weights = T.category_weights(cat, examples, yc, tr)
         y[:, c_i] = yc
         if tr.any():
             w[tr, c_i] = weights / weights.mean()
@@ -339,7 +332,7 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
     history = [{"step": 0, "dev_mean_en": round(base_score, 4), **base_rep}]
     best = (base_score, model.delta(), 0)
     eval_at = {int(round(total * (k + 1) / evals)) for k in range(evals)}
-    step, epoch_rows, stopped = 0, [], False
+    step, stopped = 0, False
     model.layers.train()
     while step < total and not stopped:
         for batch in length_batches(lengths[train_rows], batch_size, rng):

@@ -1,7 +1,7 @@
 """Train and evaluate the per-language models (``rtaudit text train-multilingual``, ``rtaudit eval``).
 
 Per language: the train split is fitted with per-(dataset, class) balanced sample weights
-(:func:`rtaudit.engine.text.train.balanced_weights`); the dev split chooses the n-gram range, the
+(:func:`rtaudit.engine.text.training_data.balanced_weights`); the dev split chooses the n-gram range, the
 regularisation strength ``C`` and the threshold (:func:`best_macro_threshold`: best dev macro-F1 among
 the thresholds that flag at most 1 % of the dev split's ordinary UD sentences and reach
 :data:`DEV_RECALL_FLOOR` recall on the dev split's abusive rows as routed; the threshold becomes the
@@ -144,7 +144,7 @@ def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
     from rtaudit.engine.text.multilingual_negatives import negatives
     from rtaudit.engine.text.normalize import normalize
     from rtaudit.engine.text.scoring import route_normalized
-    from rtaudit.engine.text.train import balanced_weights
+    from rtaudit.engine.text.training_data import balanced_weights
 
     from rtaudit.engine.text.benign_multilingual import benign
 

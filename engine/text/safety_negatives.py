@@ -1,5 +1,5 @@
 """Negatives the ``violence`` and ``self-harm`` heads are fitted with beside the safety sets
-(:func:`rtaudit.engine.text.train.english_examples`): ordinary prose passages and the written contrast
+(:func:`rtaudit.engine.text.training_data.english_examples`): ordinary prose passages and the written contrast
 sentences. Pure: :class:`rtaudit.engine.text.data.Example` rows in, rows out."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import hashlib
 
 from rtaudit.engine.text import data as D
 
-#: EPIE sentences are negatives of ``violence`` only (``train.VIOLENCE_ONLY_NEGATIVES``), but joined into passages as long as a window of a long document, the same sentences are
+#: EPIE sentences are negatives of ``violence`` only (``training_data.VIOLENCE_ONLY_NEGATIVES``), but joined into passages as long as a window of a long document, the same sentences are
 #: negatives of both (:func:`prose_passages`): without them ordinary prose of 40+ words read as
 #: self-harm (a 5,000-word benign text 0.73, its violence 0.48), since every long training text
 #: of the head was a Reddit post. Passages per split; at least this many words each, in turn (a

@@ -1,7 +1,7 @@
 """Train the English head and the Chinese model; write ``artifacts/*.npz`` and ``manifest.json``.
 
 Run: ``rtaudit text train [--data DIR]`` (about 20-40 min on 2 busy CPU cores the first time, mostly
-embedding ~43k texts; a rerun with the embedding cache takes a few minutes). Splits are those of :mod:`rtaudit.engine.text.data`
+embedding ~43k texts; a rerun with the embedding cache takes a few minutes). The rows and their weights are :mod:`rtaudit.engine.text.training_data`; splits are those of :mod:`rtaudit.engine.text.data`
 (hashed 80/20 for Davidson and OLID, HateXplain's official train/val, COLD's
 train/dev, HatemojiBuild's official train/validation); only ``train`` rows are fitted, ``dev``
 rows of Davidson, OLID and HateXplain choose the regularisation and the per-category
@@ -25,130 +25,25 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
-import re
 import time
-from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 
 import numpy as np
 
 from rtaudit.engine.text import data as D
-from rtaudit.engine.text.safety_negatives import contrast_examples, prose_passages
 from rtaudit.engine.text.heads import ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_MODEL, EnglishHead, lexical_logit, sha256_file
 from rtaudit.engine.text.metrics import best_threshold, best_threshold_macro
 from rtaudit.engine.text.multilingual_train import train_chinese
+from rtaudit.engine.text.training_data import (
+    DATA_PROVENANCE, DATASET_WEIGHT, DAVIDSON_TRAIN_CAP, HARD_NEGATIVE_WEIGHT, NOT_FOR_THRESHOLDS, SAFETY_NEGATIVE_SETS,
+    SAFETY_NEGATIVES, category_weights, english_examples, safety_training_files, unlabel_profane_contrasts)
 
 log = logging.getLogger(__name__)
-EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
-#: datasets whose dev rows do not choose C or thresholds (HatemojiBuild's validation split chose
-#: :data:`DATASET_WEIGHT` and the labelling instead; used for both, it pulled ``hate``'s threshold
-#: from 0.66 to 0.52 and cost Davidson 0.03 dev macro-F1).
-NOT_FOR_THRESHOLDS = frozenset({"hatemoji_build"})
-#: ``violence`` negatives that use a violent word (:data:`VIOLENT_WORDS`: "shoot me an email", "killed it
-#: on stage", "dead to the world", angry posts that threaten no one) count this many times: without
-#: it the head learnt the words ("I will kill it at the gym tomorrow" 0.86) rather than the threat.
-HARD_NEGATIVE_WEIGHT = 4.0
-VIOLENT_WORDS = re.compile(r"\b(?:kill\w*|shoot\w*|shot|die[sd]?|dying|dead|murder\w*|stab\w*|hang\w*|hung|"
-                           r"execut\w*|bomb\w*|burn\w*|beat\w*|hurt\w*|destroy\w*|attack\w*|blow\w* up)\b", re.IGNORECASE)
-#: category → dataset → (factor on its positive rows, factor on its negative rows), applied to
-#: :func:`balanced_weights` (1 where absent). HatemojiBuild's hateful rows name an identity in
-#: most cases and its non-hateful rows are their contrasts (the same post with a harmless emoji,
-#: counter-speech, identities in neutral statements): at equal weight the linear head learnt
-#: "names an identity" as offensive ("We should celebrate Jews." 0.61), so the hateful rows count
-#: half. Chosen on HatemojiBuild validation macro-F1 (flagged = any category ≥ 0.5) among the
-#: settings that keep the guard rails (no English dev set more than 0.01 macro-F1 below the model
-#: before HatemojiBuild, benign list ≤ 1 % flagged, the functional suite's floors, "you 🐷" still
-#: flagged). Measured on validation: (0.5, 0.5) 0.577 but the functional suite's identity_positive
-#: fell from 0.88 to 0.67; (1, 1) 2 of 168 benign texts flagged; every non-hateful row labelled
-#: not offensive at (0.5, 1) 0.555, but "you 🐷" fell to 0.43 (see :func:`unlabel_profane_contrasts`);
-#: the setting shipped, 0.551. ``hate`` (capped by ``offensive``, so it does not move the flag) at 1 cost Davidson 0.01 dev
-#: macro-F1 more than at 0.1.
-#:
-#: Chit-Chat's messages (negatives only, :data:`CHITCHAT_TRAIN_ROWS`) count half for the abuse categories and
-#: fully for the safety ones. Measured 2026-12-02 on the frozen encoder (fp32 heads on training features; share of
-#: Chit-Chat test messages flagged, all / laughing; the functional suite's emoji_insult): without them 5.7 % /
-#: 13.8 %, emoji_insult 0.58; at 1 2.4 % / 4.4 % but emoji_insult 0.08 ("you 🐷" reads as chat); at 0.5 3.1 % /
-#: 6.4 %, 0.42, dev macro-F1 within 0.006 of without; at 0.25 3.8 % / 7.7 %, 0.50, but "shoot me an email"
-#: crossed into ``violence`` with the safety weight at 0.25. A fine-tuned encoder (layers 4-5) with them at 1
-#: read no laughter as abuse but lost profane insults ("you fucking idiot" 0.20): not kept.
-DATASET_WEIGHT: dict[str, dict[str, tuple[float, float]]] = {"offensive": {"hatemoji_build": (0.5, 1.0), "chitchat": (1.0, 0.5)},
-                                                             "hate": {"hatemoji_build": (0.1, 0.1), "chitchat": (1.0, 0.5)},
-                                                             "targeted_insult": {"chitchat": (1.0, 0.5)},
-                                                             "violence": {}}
-#: Davidson train rows fitted: every hate row plus a hashed sample of the rest up to this many
-#: (CPU budget for embedding; Davidson is 77 % offensive and the other sets cover that class).
-DAVIDSON_TRAIN_CAP = 8000
 C_GRID = (0.5, 2.0, 8.0)
-#: safety sets that are negatives of ``violence`` only: as ``self-harm`` negatives, short ordinary
-#: prose and tweets taught the head that a short text is not about self-harm (its positives are all
-#: Reddit posts): "I want to die" fell from 0.78 to 0.34. ``self-harm``'s negatives are the r/teenagers
-#: posts, the threat sets and the hashed sample of Davidson, OLID and HateXplain rows.
-VIOLENCE_ONLY_NEGATIVES = frozenset({"epie"})
 #: the safety categories' thresholds give at least this recall on their dev positives (issue 12's
 #: target is 0.80 on the held-out split; the pooled-F1 threshold gave 0.65 on ThreatGram's).
 SAFETY_RECALL = {"violence": None, "self-harm": 0.82}
-#: Davidson, OLID and HateXplain rows labelled negative for the safety categories: every row their
-#: annotators found neither offensive nor hateful (OLID files threats under OFF, so a NOT row threatens
-#: no one; ordinary tweets, with "kill", "shoot", "die" in their everyday senses), and of the offensive
-#: rows a hashed sample of this many per split and dataset (abuse that is not a threat: profanity
-#: alone must not read as one; a few may be threats, unannotated).
-SAFETY_NEGATIVES = {"train": 1500, "dev": 400}
-SAFETY_NEGATIVE_SETS = ("davidson", "olid", "hatexplain")
-#: Chit-Chat messages fitted (a hashed sample of its train split; its dev split is not read, its test split
-#: is the conversational false-positive row of ``rtaudit eval``), negatives of every category. Without
-#: them the tweet sets taught that laughter is abuse (their laughter is mostly at someone): "lol" 0.65,
-#: "haha so funny" 0.48 on the frozen encoder, 0.9+ on every fine-tuned one (docs/text-moderation.md).
-CHITCHAT_TRAIN_ROWS = 8000
-#: where the datasets added with their provenance recorded came from (the older sets are cited in
-#: :mod:`rtaudit.engine.text.data` and docs/text-moderation.md).
-DATA_PROVENANCE = {
-    "hatemoji_build": {"source": "HatemojiBuild (Kirk et al. 2022, NAACL)", "repository": "HannahKirk/Hatemoji",
-                       "commit": "a626f63", "licence": "CC-BY-4.0",
-                       "fitted": "train.csv", "model_selection": "validation.csv",
-                       "reported_only": "test.csv (not read by training; its sha256 is not in training_data)"},
-    "threatgram101": {"source": "ThreatGram 101: Extreme Telegram Replies Data with Threat Levels (Hugging Face "
-                                "dataset singlelabelmulticlass/ThreatGram101)",
-                      "repository": "CatGamer7/Telegram-threats", "commit": "52746d5", "path": "Labeled_15076.json",
-                      "licence": "CC-BY-4.0 (as the repository's README states for the dataset)",
-                      "rows": "15,076 labelled replies; 14,576 distinct texts after dropping duplicates",
-                      "labels": "Label 2 (extreme threat) -> violence 1; 0 and 1 (non-violent) -> 0",
-                      "fitted": "hashed train (65 %)", "model_selection": "hashed dev (15 %)",
-                      "reported_only": "hashed test (20 %): the held-out split, never read by training"},
-    "suicide_detection": {"source": "Suicide and Depression Detection (Kaggle, nikhileswarkomati/suicide-watch: "
-                                    "r/SuicideWatch -> suicide, r/teenagers -> non-suicide), first 9,083 rows",
-                          "repository": "rjarman/googletranslate", "commit": "5d3472b", "path": "Suicide_Detection.xlsx",
-                          "licence": "repository MIT; the upstream Kaggle dataset's own licence is not stated in "
-                                     "the repository (Reddit posts): kept out of this repository, used for training "
-                                     "and evaluation only",
-                          "rows": "9,083 posts (4,458 suicide), cut to their first 40 words",
-                          "labels": "suicide -> self-harm 1, non-suicide -> 0",
-                          "fitted": "hashed train (65 %)", "model_selection": "hashed dev (15 %)",
-                          "reported_only": "hashed test (20 %): the held-out split, never read by training"},
-    "epie": {"source": "EPIE: English Possible Idiomatic Expressions (Saxena & Paul 2020, arXiv:2006.09479); "
-                       "sentences of the British National Corpus",
-             "repository": "prateeksaxena2809/EPIE_Corpus", "commit": "cb6007e",
-             "path": "Static_Idioms_Corpus/Static_Idioms_Words.txt, Formal_Idioms_Corpus/Formal_Idioms_Words.txt",
-             "licence": "none stated in the repository (BNC sentences; the BNC's own licence allows research use): "
-                        "kept out of this repository, used as training negatives only",
-             "rows": "25,027 sentences; 24,437 distinct",
-             "labels": "violence 0 (negatives only; not used for self-harm)",
-             "fitted": "hashed train (65 %)", "model_selection": "hashed dev (15 %)",
-             "reported_only": "hashed test (20 %): false-positive rate on ordinary prose"},
-    "chitchat": {"source": "BYU PCC Chit-Chat Challenge corpus (2018): 7,168 open-domain conversations, 258,145 messages",
-                 "repository": "BYU-PCCL/chitchat-dataset", "commit": "ff8b113",
-                 "path": "chitchat_dataset/dataset.json (absent from the git tree: taken from the PyPI wheel "
-                         "chitchat_dataset-0.9.0-py3-none-any.whl, sha256 7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e)",
-                 "licence": "MIT", "rows": "distinct messages with a letter",
-                 "labels": "every category 0 (negatives)",
-                 "fitted": f"a hashed {CHITCHAT_TRAIN_ROWS} of the hashed train (65 %)", "model_selection": "- (dev not read)",
-                 "reported_only": "hashed test (20 %): false-positive rate on conversation"},
-    "contrasts": {"source": "written for this project (engine/text/contrasts.py): figurative uses of violent words",
-                  "repository": "this repository", "commit": "-", "licence": "the project's",
-                  "labels": "violence 0", "fitted": "all (train only)", "model_selection": "-",
-                  "reported_only": "- (none is in the benign list, the functional suite or the probes)"},
-}
-
 
 def embed_cached(encoder, texts: list[str], chunk: int = 1024,  # type: ignore[no-untyped-def]
                  budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -183,57 +78,6 @@ def _fit_lr(X: np.ndarray, y: np.ndarray, C: float, sample_weight: np.ndarray | 
     return LogisticRegression(C=C, max_iter=2000).fit(X, y, sample_weight=sample_weight)
 
 
-def balanced_weights(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
-    """Sample weights ``float64[n]`` giving every (dataset, class) cell the same total weight (``n`` in all).
-
-    Davidson is ~77 % offensive, HateXplain ~60 %, OLID ~33 %: unweighted, the head learns
-    the pooled prior and the largest set's, so neutral text unlike any training row
-    ("My zip code is 90210.") lands above threshold. Equal cells make the fitted intercept
-    prior-free per dataset (scikit-learn's ``class_weight="balanced"`` applied per dataset).
-    """
-    w = np.zeros(len(y))
-    cells = [(g, c) for g in np.unique(groups) for c in np.unique(y) if np.any((groups == g) & (y == c))]
-    for g, c in cells:
-        m = (groups == g) & (y == c)
-        w[m] = len(y) / (len(cells) * m.sum())
-    return w
-
-
-def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Example]:
-    """Train + dev rows of :data:`EN_DATASETS` (never a test split), with Davidson's train capped at
-    :data:`DAVIDSON_TRAIN_CAP`; with ``safety_root``, also the train + dev rows of the safety sets and
-    the safety categories' negatives (:data:`SAFETY_NEGATIVES`) labelled on the rows already there."""
-    from rtaudit.engine.text.evaluation import sample
-
-    out: list[D.Example] = []
-    for d in EN_DATASETS:
-        rows = [r for r in D.load(d, root) if r.split in ("train", "dev")]
-        if d == "davidson":
-            train = [r for r in rows if r.split == "train"]
-            hate = [r for r in train if r.labels["hate"]]
-            rest = sample([r for r in train if not r.labels["hate"]], DAVIDSON_TRAIN_CAP - len(hate))
-            rows = hate + rest + [r for r in rows if r.split == "dev"]
-        out.extend(rows)
-    if safety_root is None:
-        return out
-    negative = {(d, r.uid) for d in SAFETY_NEGATIVE_SETS for split, n in SAFETY_NEGATIVES.items()
-                for r in sample([e for e in out if e.dataset == d and e.split == split and e.labels.get("offensive")], n)}
-    ordinary = {(e.dataset, e.uid) for e in out if e.dataset in SAFETY_NEGATIVE_SETS and not e.labels.get("offensive")}
-    none = {c: 0 for c in D.SAFETY_CATEGORIES}
-    out = [replace(e, labels={**e.labels, **none}) if (e.dataset, e.uid) in negative else
-           replace(e, labels={**e.labels, "violence": 0}) if (e.dataset, e.uid) in ordinary else e for e in out]
-    for d in D.SAFETY_DATASETS:
-        rows = [r for r in D.load(d, safety_root) if r.split in ("train", "dev")]
-        if d == "chitchat":
-            rows = sample([r for r in rows if r.split == "train"], CHITCHAT_TRAIN_ROWS)
-        if d in VIOLENCE_ONLY_NEGATIVES:
-            rows = [replace(r, labels={"violence": r.labels["violence"]}) for r in rows]
-        out.extend(rows)
-    out.extend(prose_passages([e for e in out if e.dataset == "epie"]))
-    out.extend(contrast_examples())
-    return out
-
-
 def english_features(examples: list[D.Example], encoder, lexical,  # type: ignore[no-untyped-def]
                      budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Head features ``float32[n, 385]`` of the normalized texts of ``examples`` and which rows have them."""
@@ -248,7 +92,7 @@ def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
                   budget_s: float | None = None, safety_root: Path | None = None,
                   only: tuple[str, ...] | None = None, base: tuple[EnglishHead, dict] | None = None) -> tuple[EnglishHead, dict]:
     """Fit one logistic regression per category on train rows, each (dataset, class) cell weighted equally
-    (:func:`balanced_weights`, times :data:`DATASET_WEIGHT`); pick C and threshold on dev rows of the
+    (:func:`~rtaudit.engine.text.training_data.category_weights`); pick C and threshold on dev rows of the
     datasets not in :data:`NOT_FOR_THRESHOLDS`.
 
     Dev rows are embedded first; with ``budget_s`` only the rows embedded within the
@@ -281,15 +125,8 @@ def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
         tr = np.array([e.split == "train" and cat in e.labels for e in examples])
         dv = np.array([e.split == "dev" and cat in e.labels and e.dataset not in NOT_FOR_THRESHOLDS for e in examples])
         y = np.array([e.labels.get(cat, 0) for e in examples])
-        datasets = np.array([e.dataset for e in examples])
-        groups = datasets[dv]
-        weights = balanced_weights(y[tr], datasets[tr])
-        for d, (positive, negative) in DATASET_WEIGHT.get(cat, {}).items():
-            weights[(datasets[tr] == d) & (y[tr] == 1)] *= positive
-            weights[(datasets[tr] == d) & (y[tr] == 0)] *= negative
-        if cat == "violence":
-            hard = np.array([y_ == 0 and VIOLENT_WORDS.search(e.text) is not None for e, y_ in zip(examples, y)])
-            weights[hard[tr]] *= HARD_NEGATIVE_WEIGHT
+        groups = np.array([e.dataset for e in examples])[dv]
+        weights = category_weights(cat, examples, y, tr)
         best = None
         for C in C_GRID:
             # the safety heads do not read the lexical (profanity) feature: a threat or a post about
@@ -344,27 +181,6 @@ def recall_floor_threshold(y: np.ndarray, p: np.ndarray, t: float, floor: float)
     return t, float(f1_score(y, p >= t))
 
 
-def unlabel_profane_contrasts(examples: list[D.Example], lexical_prob: np.ndarray) -> list[D.Example]:
-    """``examples`` with the ``offensive`` label dropped from non-hateful HatemojiBuild rows that
-    alt-profanity-check scores ≥ 0.5 (``lexical_prob[n]``, on the normalized text).
-
-    HatemojiBuild's "not hateful" class also holds abuse at no protected group ("shut up you prune!
-    😡", "fuck off 😡"): offensive in this taxonomy, so not a negative for ``offensive``; HatemojiBuild
-    does not say which rows they are, and alt-profanity-check picks about a quarter of them. As
-    negatives they taught that insults are harmless ("you 🐷" 0.67 → 0.43).
-
-    Chit-Chat's messages keep every label: of its 219,036 distinct messages 176 use a swear word or an
-    insult, nearly all "stupid" about a thing ("such a stupid thing to do"), while alt-profanity-check
-    flags 1.8 % of them, mostly the negatives the head should learn ("Tests suck", "that would be sick",
-    "My wife is a cancer nurse")."""
-    out = []
-    for e, p in zip(examples, lexical_prob):
-        if e.dataset == "hatemoji_build" and e.labels.get("offensive") == 0 and p >= 0.5:
-            e = replace(e, labels={k: v for k, v in e.labels.items() if k != "offensive"})
-        out.append(e)
-    return out
-
-
 def hatemoji_dev_report(head: EnglishHead, examples: list[D.Example], X: np.ndarray) -> dict:
     """HatemojiBuild validation (``dev``) macro-F1 over both classes of ``hate`` (label_gold), flagged =
     any category ≥ 0.5 and = ``hate`` ≥ 0.5, on the training features (whole texts: these are short)."""
@@ -378,11 +194,6 @@ def hatemoji_dev_report(head: EnglishHead, examples: list[D.Example], X: np.ndar
     return {"rows": int(rows.sum()),
             "macro_f1_any_category": round(float(f1_score(y, scores.max(axis=1) >= 0.5, average="macro")), 4),
             "macro_f1_hate": round(float(f1_score(y, scores[:, head.categories.index("hate")] >= 0.5, average="macro")), 4)}
-
-
-def safety_training_files(safety_root: Path) -> dict[str, str]:
-    """sha256 of every safety data file training reads, by path relative to ``safety_root``."""
-    return {str(p.relative_to(safety_root)): sha256_file(p) for ps in D.safety_files(safety_root).values() for p in ps}
 
 
 def train_all(root: Path, budget_s: float | None = None, safety_root: Path | None = None,

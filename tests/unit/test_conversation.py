@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from rtaudit.engine.text import data as D
-from rtaudit.engine.text import train as T
+from rtaudit.engine.text import training_data as T
 from rtaudit.engine.text.evaluation import LAUGHTER, conversation
 
 #: ordinary chat the tweet-trained head read as abuse before the Chit-Chat negatives (shipped head,

@@ -146,7 +146,7 @@ def test_safety_sets_load_with_disjoint_splits(safety_data_dir):
 
 
 def test_training_never_reads_a_safety_test_split(data_dir, safety_data_dir):
-    from rtaudit.engine.text.train import english_examples
+    from rtaudit.engine.text.training_data import english_examples
 
     rows = english_examples(data_dir, safety_data_dir)
     assert {r.split for r in rows} == {"train", "dev"}

@@ -143,7 +143,7 @@ def test_quality_floor_on_a_dev_sample(text_scorer, data_dir, dataset):
 
 
 def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
-    from rtaudit.engine.text.train import balanced_weights
+    from rtaudit.engine.text.training_data import balanced_weights
 
     y = np.array([1] * 77 + [0] * 23 + [1] * 10 + [0] * 20)
     groups = np.array(["davidson"] * 100 + ["olid"] * 30)
@@ -158,7 +158,7 @@ def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
 
 
 def test_hatemoji_build_uses_its_official_splits_and_its_test_split_is_never_trained_on(data_dir):
-    from rtaudit.engine.text.train import english_examples
+    from rtaudit.engine.text.training_data import english_examples
 
     rows = D.load("hatemoji_build", data_dir)
     assert [sum(r.split == s for r in rows) for s in ("train", "dev", "test")] == [4728, 591, 593]
