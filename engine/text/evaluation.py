@@ -229,6 +229,8 @@ CONVERSATION_N = 3000
 
 @dataclass(frozen=True)
 class ConversationRow:
+    """One row of the conversation table of ``rtaudit eval``: shares (0-1) of Chit-Chat test messages flagged."""
+
     subset: str  # "messages" | "messages that laugh"
     n: int
     flagged_rate: dict[str, float]  # category -> share of messages at score >= 0.5

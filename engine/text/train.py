@@ -36,7 +36,7 @@ from rtaudit.engine.text.heads import ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_M
 from rtaudit.engine.text.metrics import best_threshold, best_threshold_macro
 from rtaudit.engine.text.multilingual_train import train_chinese
 from rtaudit.engine.text.training_data import (
-    DATA_PROVENANCE, DATASET_WEIGHT, DAVIDSON_TRAIN_CAP, HARD_NEGATIVE_WEIGHT, NOT_FOR_THRESHOLDS, SAFETY_NEGATIVE_SETS,
+    DATA_PROVENANCE, DATASET_WEIGHT, DAVIDSON_TRAIN_CAP, HARD_NEGATIVE_WEIGHT, HARD_NEGATIVES, NOT_FOR_THRESHOLDS, SAFETY_NEGATIVE_SETS,
     SAFETY_NEGATIVES, category_weights, english_examples, safety_training_files, unlabel_profane_contrasts)
 
 log = logging.getLogger(__name__)
@@ -157,7 +157,8 @@ def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
         shift[c_i] = float(lexical_logit(np.array([t]))[0])
         report[cat] = {"C": C, "threshold": round(t, 3), "dev_f1": round(f1, 4), "threshold_objective": (f"pooled F1, dev recall >= {SAFETY_RECALL[cat]}" if SAFETY_RECALL.get(cat) else "pooled F1") if pooled else "mean F1 over datasets", "capped_by": parent, "sample_weights": "balanced per (dataset, class)",
                        "dataset_weight_positive_negative": DATASET_WEIGHT.get(cat, {}),
-                       **({"hard_negative_weight": HARD_NEGATIVE_WEIGHT} if cat == "violence" else {}),
+                       **({"hard_negative_weight": HARD_NEGATIVE_WEIGHT,
+                           "hard_negatives": HARD_NEGATIVES[cat].pattern} if cat in HARD_NEGATIVES else {}),
                        "train_rows": int(tr.sum()), "dev_rows": int(dv.sum())}
         if cat in D.SAFETY_CATEGORIES:
             p = 1.0 / (1.0 + np.exp(-(X[dv] @ W[:, c_i] + b[c_i] - shift[c_i])))

@@ -28,6 +28,14 @@ NOT_FOR_THRESHOLDS = frozenset({"hatemoji_build"})
 HARD_NEGATIVE_WEIGHT = 4.0
 VIOLENT_WORDS = re.compile(r"\b(?:kill\w*|shoot\w*|shot|die[sd]?|dying|dead|murder\w*|stab\w*|hang\w*|hung|"
                            r"execut\w*|bomb\w*|burn\w*|beat\w*|hurt\w*|destroy\w*|attack\w*|blow\w* up)\b", re.IGNORECASE)
+#: ``self-harm`` negatives that say goodbye ("see you tomorrow", "bye!", "gotta go", "take care") count
+#: :data:`HARD_NEGATIVE_WEIGHT` times too, and every Chit-Chat train farewell is fitted (:func:`english_examples`):
+#: r/SuicideWatch posts say goodbye, and the 68 farewells of the hashed Chit-Chat sample did not outweigh them
+#: ("thanks so much, see you tomorrow!" 0.74 → 0.28). Weight chosen on Chit-Chat dev (docs/text-moderation.md).
+FAREWELL_WORDS = re.compile(r"\b(?:bye+|goodbye|good ?night|see (?:you|ya|u)|talk (?:to you |to ya )?(?:later|soon|tomorrow)|"
+                            r"gotta go|got to go|have to go|take care|farewell|catch you later|ttyl)\b", re.IGNORECASE)
+#: category → the pattern of its hard negatives (negatives that count :data:`HARD_NEGATIVE_WEIGHT` times).
+HARD_NEGATIVES = {"violence": VIOLENT_WORDS, "self-harm": FAREWELL_WORDS}
 #: category → dataset → (factor on its positive rows, factor on its negative rows), applied to
 #: :func:`balanced_weights` (1 where absent). HatemojiBuild's hateful rows name an identity in
 #: most cases and its non-hateful rows are their contrasts (the same post with a harmless emoji,
@@ -72,6 +80,7 @@ SAFETY_NEGATIVE_SETS = ("davidson", "olid", "hatexplain")
 #: is the conversational false-positive row of ``rtaudit eval``), negatives of every category. Without
 #: them the tweet sets taught that laughter is abuse (their laughter is mostly at someone): "lol" 0.65,
 #: "haha so funny" 0.48 on the frozen encoder, 0.9+ on every fine-tuned one (docs/text-moderation.md).
+#: Every train message that says goodbye (:data:`FAREWELL_WORDS`, about 1,100 more) is fitted besides the sample.
 CHITCHAT_TRAIN_ROWS = 8000
 #: where the datasets added with their provenance recorded came from (the older sets are cited in
 #: :mod:`rtaudit.engine.text.data` and docs/text-moderation.md).
@@ -114,7 +123,7 @@ DATA_PROVENANCE = {
                          "chitchat_dataset-0.9.0-py3-none-any.whl, sha256 7bf89f36645e2d5ec87d53370c8e851b5a688479c7beb7079cb4c87fc5acea3e)",
                  "licence": "MIT", "rows": "distinct messages with a letter",
                  "labels": "every category 0 (negatives)",
-                 "fitted": f"a hashed {CHITCHAT_TRAIN_ROWS} of the hashed train (65 %)", "model_selection": "- (dev not read)",
+                 "fitted": f"a hashed {CHITCHAT_TRAIN_ROWS} of the hashed train (65 %) and every train message that says goodbye", "model_selection": "- (dev not read)",
                  "reported_only": "hashed test (20 %): false-positive rate on conversation"},
     "contrasts": {"source": "written for this project (engine/text/contrasts.py): figurative uses of violent words",
                   "repository": "this repository", "commit": "-", "licence": "the project's",
@@ -164,7 +173,10 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
     for d in D.SAFETY_DATASETS:
         rows = [r for r in D.load(d, safety_root) if r.split in ("train", "dev")]
         if d == "chitchat":
-            rows = sample([r for r in rows if r.split == "train"], CHITCHAT_TRAIN_ROWS)
+            train = [r for r in rows if r.split == "train"]
+            rows = sample(train, CHITCHAT_TRAIN_ROWS)
+            picked = {r.uid for r in rows}
+            rows += [r for r in train if r.uid not in picked and FAREWELL_WORDS.search(r.text)]
         if d in VIOLENCE_ONLY_NEGATIVES:
             rows = [replace(r, labels={"violence": r.labels["violence"]}) for r in rows]
         out.extend(rows)
@@ -176,15 +188,16 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
 def category_weights(cat: str, examples: list[D.Example], y: np.ndarray, train: np.ndarray) -> np.ndarray:
     """Sample weights ``float64[train.sum()]`` of category ``cat`` on the rows ``examples[train]``
     (``y``: ``int[n]`` labels of ``cat``, ``train``: ``bool[n]``): :func:`balanced_weights` per
-    (dataset, class), times :data:`DATASET_WEIGHT`, times :data:`HARD_NEGATIVE_WEIGHT` on ``violence``
-    negatives that use a violent word (:data:`VIOLENT_WORDS`)."""
+    (dataset, class), times :data:`DATASET_WEIGHT`, times :data:`HARD_NEGATIVE_WEIGHT` on the negatives
+    that match the category's :data:`HARD_NEGATIVES` pattern (``violence``: a violent word; ``self-harm``: a farewell)."""
     datasets = np.array([e.dataset for e in examples])
     weights = balanced_weights(y[train], datasets[train])
     for d, (positive, negative) in DATASET_WEIGHT.get(cat, {}).items():
         weights[(datasets[train] == d) & (y[train] == 1)] *= positive
         weights[(datasets[train] == d) & (y[train] == 0)] *= negative
-    if cat == "violence":
-        hard = np.array([y_ == 0 and VIOLENT_WORDS.search(e.text) is not None for e, y_ in zip(examples, y)])
+    pattern = HARD_NEGATIVES.get(cat)
+    if pattern is not None:
+        hard = np.array([y_ == 0 and pattern.search(e.text) is not None for e, y_ in zip(examples, y)])
         weights[hard[train]] *= HARD_NEGATIVE_WEIGHT
     return weights
 

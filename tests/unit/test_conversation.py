@@ -13,9 +13,12 @@ from rtaudit.engine.text.evaluation import LAUGHTER, conversation
 #: 2026-12-01: "lol" offensive 0.65, "haha so funny" 0.48); none of them is a Chit-Chat message.
 CHAT = ["lol", "haha so funny", "that's so funny", "that was hilarious", "LMAO no way", "hahaha you got me there",
         "thanks for everything, see you soon", "good morning everyone", "omg that is amazing lol", "talk to you later"]
-#: known false positive (docs/text-moderation.md): a farewell reads as self-harm (goodbye notes are a
-#: trope of the r/SuicideWatch posts): 0.71 before the Chit-Chat negatives, about as much after.
-FAREWELL = "thanks so much, see you tomorrow!"
+#: farewells read as self-harm before they became its hard negatives (goodbye notes are a trope of the
+#: r/SuicideWatch posts; training_data.FAREWELL_WORDS): 0.74, 0.78, 0.66 on the head before (2026-12-02),
+#: 0.28, 0.46, 0.34 after. None is a Chit-Chat message.
+FAREWELLS = ["thanks so much, see you tomorrow!", "you too. talk to you tomorrow.", "See you tomorrow"]
+#: and their contrasts: a goodbye that says the writer is done living still reads as self-harm (0.63, 0.79 after)
+SUICIDAL_FAREWELLS = ["goodbye everyone, I can't take it anymore", "this is my goodbye note, I'm done living"]
 
 
 @pytest.fixture(scope="module")
@@ -28,9 +31,9 @@ def test_ordinary_chat_is_not_flagged(chat_scores, text):
     assert max(chat_scores[text].values()) < 0.5, chat_scores[text]
 
 
-@pytest.mark.xfail(strict=True, reason="known false positive: a farewell reads as self-harm (docs/text-moderation.md)")
-def test_a_farewell_is_not_self_harm(text_scorer):
-    assert text_scorer.score([FAREWELL], evidence=False)[0].scores["self-harm"] < 0.5
+def test_a_farewell_is_not_self_harm_but_a_suicidal_goodbye_is(text_scorer):
+    scores = [r.scores["self-harm"] for r in text_scorer.score(FAREWELLS + SUICIDAL_FAREWELLS, evidence=False)]
+    assert max(scores[:len(FAREWELLS)]) < 0.5 <= min(scores[len(FAREWELLS):]), scores
 
 
 def test_laughter_pattern():
@@ -50,7 +53,11 @@ def test_chitchat_loader_splits_and_labels(safety_data_dir):
 
 def test_training_reads_a_sample_of_chitchat_train_only(safety_data_dir, data_dir):
     rows = [e for e in T.english_examples(data_dir, safety_data_dir) if e.dataset == "chitchat"]
-    assert len(rows) == T.CHITCHAT_TRAIN_ROWS and {e.split for e in rows} == {"train"}
+    farewells = [e for e in rows if T.FAREWELL_WORDS.search(e.text)]
+    train = [e for e in D.load("chitchat", safety_data_dir, "train") if T.FAREWELL_WORDS.search(e.text)]
+    assert {e.split for e in rows} == {"train"} and len({e.uid for e in rows}) == len(rows)
+    # the hashed sample, and besides it every farewell of the train split (self-harm's hard negatives)
+    assert len(rows) - len(farewells) < T.CHITCHAT_TRAIN_ROWS < len(rows) and {e.uid for e in farewells} == {e.uid for e in train}
 
 
 def test_conversation_false_positives_of_the_shipped_model(text_scorer, safety_data_dir):
