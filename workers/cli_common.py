@@ -8,11 +8,42 @@ from typing import Annotated, Optional
 import typer
 from rich.console import Console
 from rich.markup import escape
+from rich.table import Table
+from rich.text import Text
 
 from rtaudit.workers.settings import Settings, SettingsError, load_settings
 
 #: the console commands print tables on (at least 140 columns: tables stay readable when piped).
 console = Console(width=max(140, Console().width))
+
+
+class MarkdownConsole:
+    """A stand-in for :data:`console` (its ``print`` only) that writes each :class:`rich.table.Table` as a
+    GitHub-flavoured markdown table (its title a bold line above it) and any other text plain, markup
+    removed: ``rtaudit eval --markdown`` prints what the README's quality section pastes."""
+
+    def print(self, *objects: object, markup: bool | None = None, **_: object) -> None:
+        for o in objects:
+            if isinstance(o, Table):
+                typer.echo(markdown_table(o))
+            else:
+                typer.echo(Text.from_markup(o).plain if isinstance(o, str) and markup is not False else str(o))
+
+
+def markdown_table(table: Table) -> str:
+    """``table`` as markdown: a header row, a ``---`` row, one row per table row; cells as plain text
+    (markup removed, ``|`` escaped, newlines as spaces); the title, when set, in bold on the line before."""
+    def cell(c: object) -> str:
+        text = c.plain if isinstance(c, Text) else Text.from_markup(c).plain if isinstance(c, str) else str(c)
+        return text.replace("|", "\\|").replace("\n", " ")
+
+    lines = [f"**{cell(table.title)}**", ""] if table.title else []
+    lines.append("| " + " | ".join(cell(c.header) for c in table.columns) + " |")
+    lines.append("|" + "---|" * len(table.columns))
+    lines += ["| " + " | ".join(cell(v) for v in row) + " |" for row in zip(*(list(c.cells) for c in table.columns))]
+    return "\n".join(lines) + "\n"
+
+
 ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="settings file (default: $RTAUDIT_CONFIG or ./rtaudit.toml)")]
 
 

@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.workers.cli_common import console
+from rtaudit.workers.cli_common import MarkdownConsole, console
 from rtaudit.workers.cli_multilingual import multilingual_section
 
 text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
@@ -125,6 +125,8 @@ def eval_text(
         "--artifacts", help="artifact directory to evaluate (manifest.json, en_head.npz, ...; its manifest says "
                             "which encoder: e.g. a checkout of an older engine/text/artifacts for a before/after "
                             "comparison); default: the shipped engine/text/artifacts")] = None,
+    markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what the README's "
+                                           "quality section pastes)")] = False,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -139,10 +141,12 @@ def eval_text(
     from rtaudit.engine.text import functional as fs
     from rtaudit.engine.text.scoring import TextScorer
 
+    out = MarkdownConsole() if markdown else console
+
     if functional:
         scorer = TextScorer(artifacts_dir=artifacts)
-        console.print(f"rtaudit-text {scorer.version}")
-        console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
+        out.print(f"rtaudit-text {scorer.version}")
+        out.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
         return
     needed = [p for name in (*dict(ev.EVAL_SETS), "hatemoji_build") for p in D.data_files(data)[name]]
     missing = [p for p in needed if not p.is_file()]
@@ -159,34 +163,34 @@ def eval_text(
     started = time.perf_counter()
     scorer = TextScorer(artifacts_dir=artifacts)
     memo = scorer.encoder.use_cache()  # embeddings memoised on disk: reruns and post-training evals are fast
-    console.print(f"rtaudit-text {scorer.version}{' (quick: samples)' if quick else ''}")
+    out.print(f"rtaudit-text {scorer.version}{' (quick: samples)' if quick else ''}")
     cats, sets = ev.classification(scorer, data, quick=quick, max_rows=max_rows)
     t = Table("dataset", "split", "category", "n", "pos", "P", "R", "F1", "baseline P", "baseline R", "baseline F1",
               title="Classification (score >= 0.5; baseline = alt-profanity-check >= 0.5)")
     for r in cats:
         t.add_row(r.dataset, r.split, r.category, str(r.model.n), str(r.model.support), _f(r.model.precision),
                   _f(r.model.recall), _f(r.model.f1), _f(r.baseline.precision), _f(r.baseline.recall), _f(r.baseline.f1))
-    console.print(t)
+    out.print(t)
     t = Table("dataset", "split", "n", "macro-F1", "baseline macro-F1", "delta", "target +0.10", title="Macro-F1 per split")
     for r in sets:
         d = r.macro_f1 - r.baseline_macro_f1
         t.add_row(r.dataset, r.split, str(r.n), _f(r.macro_f1), _f(r.baseline_macro_f1), f"{d:+.3f}",
                   "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
-    console.print(t)
+    out.print(t)
     t = Table("split", "n", "macro-F1 (any category)", "macro-F1 (hate)", "non-hateful flagged", "target >= 0.80",
               title="Emoji-based hate: HatemojiBuild (validation chose its training weight; test only reported)")
     for split, name in (("dev", "validation"), ("test", "test")):
         h = ev.hatemoji(scorer, data, split)
         t.add_row(name, str(h["rows"]), _f(h["macro_f1"]), _f(h["macro_f1_hate"]), _f(h["flagged_non_hateful"]),
                   "" if split == "dev" else "[green]met[/green]" if h["macro_f1"] >= 0.80 else "[red]not met[/red]")
-    console.print(t)
-    _safety_tables(scorer, data, safety_data or D.safety_data_dir(), quick)
-    multilingual_section(console, scorer, None, quick)  # $RTAUDIT_MULTILINGUAL_DATA; one line when absent
+    out.print(t)
+    _safety_tables(out, scorer, data, safety_data or D.safety_data_dir(), quick)
+    multilingual_section(out, scorer, None, quick)  # $RTAUDIT_MULTILINGUAL_DATA; one line when absent
     m, b, n = ev.evidence_f1(scorer, data, quick=quick)
     t = Table("evidence (HateXplain dev rationales)", "posts", "P", "R", "F1", title="Evidence: token-level F1")
     t.add_row("rtaudit-text spans", str(n), _f(m.precision), _f(m.recall), _f(m.f1))
     t.add_row("alt-profanity-check word spans", str(n), _f(b.precision), _f(b.recall), _f(b.f1))
-    console.print(t)
+    out.print(t)
     ours, base = ev.evasion(scorer, data, quick=quick)
     t = Table("technique", "recall", "relative to clean", "baseline recall", "baseline relative",
               title=f"Evasion suite ({ours.n_offensive} offensive dev texts; target relative >= 0.95)")
@@ -195,21 +199,21 @@ def eval_text(
         brel = "" if name == "clean" else _f(base.relative[name])
         t.add_row(name, _f(ours.recall[name]), rel, _f(base.recall[name]), brel)
     t.add_row("benign FP rate", _f(ours.benign_fp_rate), f"n={ours.n_benign}, target <= 0.010", _f(base.benign_fp_rate), "")
-    console.print(t)
+    out.print(t)
     if ours.benign_flagged:
-        console.print(f"benign texts flagged: {list(ours.benign_flagged)}")
-    console.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
-    _whole_document_table(scorer, quick)
+        out.print(f"benign texts flagged: {list(ours.benign_flagged)}")
+    out.print(fs.rich_table(fs.evaluate(fs.scorer_scores(scorer))))
+    _whole_document_table(out, scorer, quick)
     memo.save()
     scorer.encoder.memo = None  # throughput is measured without the memo
     tp = ev.throughput(scorer, data, quick=quick)
     t = Table(*tp.keys(), title="Text scorer throughput with evidence (texts/s; target speedup >= 5)")
     t.add_row(*(f"{v:.1f}" for v in tp.values()))
-    console.print(t)
-    console.print(f"eval took {time.perf_counter() - started:.1f} s")
+    out.print(t)
+    out.print(f"eval took {time.perf_counter() - started:.1f} s")
 
 
-def _whole_document_table(scorer, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-untyped-def]
     """``rtaudit eval``'s whole-document table: each flagged sentence alone and inside 5,000 benign words
     (1,000 with ``quick``) at the start, middle and end (:mod:`rtaudit.engine.text.long_document`)."""
     from rtaudit.engine.text import long_document as LD
@@ -224,10 +228,10 @@ def _whole_document_table(scorer, quick: bool) -> None:  # type: ignore[no-untyp
                   ", ".join(f"{c} {r.alone[c]:.2f}" for c in r.flagged) or "-",
                   ", ".join(f"{c} {r.in_document[c]:.2f}" for c in r.flagged) or "-", _f(r.delta),
                   "[green]met[/green]" if r.met else "[red]not met[/red]")
-    console.print(t)
+    out.print(t)
 
 
-def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]
     """The threat and self-harm tables of ``rtaudit eval``: held-out splits, benign list, the issue's probes."""
     from rtaudit.engine.policy import DEFAULT_THRESHOLDS
     from rtaudit.engine.text import data as D
@@ -240,10 +244,10 @@ def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # ty
         ok = (want in hits) if want else not set(hits) & set(D.SAFETY_CATEGORIES)
         t.add_row(text, want or "no safety category", *(_f(scores.get(c, 0.0)) for c in D.SAFETY_CATEGORIES),
                   f"{', '.join(hits) or '-'} [{'green' if ok else 'red'}]{'ok' if ok else 'wrong'}[/]")
-    console.print(t)
+    out.print(t)
     missing = [p for ps in D.safety_files(safety).values() for p in ps if not p.is_file()]
     if missing:
-        console.print(f"[yellow]threat and self-harm held-out splits not measured: {missing[0]} not found "
+        out.print(f"[yellow]threat and self-harm held-out splits not measured: {missing[0]} not found "
                       f"(--safety-data; docs/text-moderation.md, 'Data and splits')[/yellow]")
         return
     rows, benign = ev.safety(scorer, data, safety, quick=quick)
@@ -255,10 +259,10 @@ def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # ty
                   "[green]met[/green]" if r.model.recall >= 0.80 else "[red]not met[/red]")
     t.add_row("benign list", "", ", ".join(D.SAFETY_CATEGORIES), str(benign["n"]), "0", "", "", "",
               _f(sum(len(benign[c]) for c in D.SAFETY_CATEGORIES) / benign["n"]), "FP target <= 0.010")
-    console.print(t)
+    out.print(t)
     for c in D.SAFETY_CATEGORIES:
         if benign[c]:
-            console.print(f"benign texts flagged {c}: {benign[c]}", markup=False)
+            out.print(f"benign texts flagged {c}: {benign[c]}", markup=False)
     conv = ev.conversation(scorer, safety, quick=quick)
     cats = sorted({c for r in conv for c in r.flagged_rate})
     t = Table("Chit-Chat test", "n", *cats, "any category", "alt-profanity-check", "flagged, e.g.",
@@ -266,4 +270,4 @@ def _safety_tables(scorer, data: Path, safety: Path, quick: bool) -> None:  # ty
     for r in conv:
         t.add_row(r.subset, str(r.n), *(_f(r.flagged_rate.get(c, 0.0)) for c in cats), _f(r.any_rate), _f(r.baseline_rate),
                   " | ".join(r.examples[:3]))
-    console.print(t)
+    out.print(t)

@@ -26,3 +26,25 @@ def test_eval_names_the_missing_files_of_a_partial_data_dir(tmp_path):
     result = CliRunner().invoke(app, ["eval", "--quick", "--data", str(tmp_path)])
     assert result.exit_code == 2, result.output
     assert "dataset files missing under" in result.output and "olid" in result.output
+
+
+def test_markdown_table_keeps_every_cell_as_plain_text():
+    from rich.table import Table
+
+    from rtaudit.workers.cli_common import markdown_table
+
+    t = Table("language", "R", "target", title="Other languages")
+    t.add_row("es", "0.626", "[green]met[/green]")
+    t.add_row("a | b", "0.500", "[red]not met[/red]")
+    assert markdown_table(t).splitlines() == [
+        "**Other languages**", "", "| language | R | target |", "|---|---|---|",
+        "| es | 0.626 | met |", "| a \\| b | 0.500 | not met |"]
+
+
+def test_eval_functional_markdown_prints_the_suite_as_one_markdown_table():
+    from rtaudit.engine.text.functional import FUNCTIONALITIES
+
+    result = CliRunner().invoke(app, ["eval", "--functional", "--markdown"])
+    assert result.exit_code == 0, result.output
+    rows = [line for line in result.output.splitlines() if line.startswith("| ") and not line.startswith("| functionality")]
+    assert len(rows) == len(FUNCTIONALITIES) and "[green]" not in result.output and "┃" not in result.output
