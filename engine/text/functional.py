@@ -45,7 +45,7 @@ from dataclasses import dataclass
 from rtaudit.engine.policy import DEFAULT_THRESHOLDS, Threshold
 
 __all__ = ["CASES", "FUNCTIONALITIES", "HATEFUL_TARGET", "NON_HATEFUL_TARGET", "Case", "FunctionalReport",
-           "Functionality", "FunctionalityRow", "build_suite", "evaluate", "markdown", "rich_table", "scorer_scores"]
+           "Functionality", "FunctionalityRow", "build_suite", "evaluate", "rich_table", "scorer_scores"]
 
 HATEFUL_TARGET = 0.85
 NON_HATEFUL_TARGET = 0.80
@@ -382,7 +382,8 @@ TITLE = "Functional suite: pass rate per functionality"
 
 
 def rich_table(report: FunctionalReport):  # type: ignore[no-untyped-def]
-    """The report as a :class:`rich.table.Table` (``rtaudit eval``)."""
+    """The report as a :class:`rich.table.Table` (``rtaudit eval``; as markdown through
+    :func:`rtaudit.workers.cli_common.markdown_table`)."""
     from rich.table import Table
 
     t = Table(*HEADER, title=f"{TITLE} ({report.met} of {len(report.rows)} meet their target; hateful passes when its "
@@ -392,10 +393,3 @@ def rich_table(report: FunctionalReport):  # type: ignore[no-untyped-def]
         cells[-1] = "[green]met[/green]" if r.met else "[red]not met[/red]"
         t.add_row(*cells)
     return t
-
-
-def markdown(report: FunctionalReport) -> str:
-    """The report as a Markdown table (README, test output)."""
-    lines = ["| " + " | ".join(h or "met" for h in HEADER) + " |", "|" + "---|" * len(HEADER)]
-    lines += ["| " + " | ".join(_cells(r)) + " |" for r in report.rows]
-    return "\n".join(lines)

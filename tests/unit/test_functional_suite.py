@@ -9,6 +9,7 @@ from typer.testing import CliRunner
 
 from rtaudit.engine.policy import Threshold
 from rtaudit.engine.text import functional as F
+from rtaudit.workers.cli_common import markdown_table
 
 CATEGORIES = {"hate", "offensive", "targeted_insult", "violence"}
 
@@ -127,7 +128,7 @@ def test_the_whole_suite_is_scored_in_one_call_and_checked_for_length():
     assert sum(r.n for r in report.rows) == len(F.CASES)
     with pytest.raises(ValueError):
         F.evaluate(lambda texts: fake_scores(texts)[:-1])
-    assert F.markdown(report).count("\n") == len(F.FUNCTIONALITIES) + 1
+    assert markdown_table(F.rich_table(report)).count("\n| ") == len(F.FUNCTIONALITIES) + 1
 
 
 class FakeScorer:
@@ -167,7 +168,7 @@ MARGIN = 0.15
 
 def test_real_model_floors(text_scorer):
     report = F.evaluate(F.scorer_scores(text_scorer))
-    print(f"\nrtaudit-text {text_scorer.version}\n{F.markdown(report)}")
+    print(f"\nrtaudit-text {text_scorer.version}\n{markdown_table(F.rich_table(report))}")
     rates = {r.functionality: r.pass_rate for r in report.rows}
     low = {f: round(rates[f], 3) for f, m in MEASURED.items() if rates[f] < m - MARGIN}
     assert low == {}, f"below measured - {MARGIN}: {low}"
