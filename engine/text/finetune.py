@@ -9,7 +9,7 @@ library versions gives the same delta):
   (:func:`rtaudit.engine.text.normalize.normalize`: emoji read as their names, leetspeak, confusables, ...)
   truncated to :data:`~rtaudit.engine.text.encoder.MAX_TOKENS` word pieces. Training rows fit one window.
 * **Data and splits**: the rows :func:`rtaudit.engine.text.training_data.english_examples` fits the heads on
-  (Davidson, OLID, HateXplain, HatemojiBuild, ThreatGram 101, the Suicide Detection posts, EPIE and the
+  (Davidson, OLID, HateXplain, HatemojiBuild, ThreatGram 101, the Suicide Detection posts, EPIE, Chit-Chat and the
   safety negatives), ``train`` split only; the ``dev`` rows choose the checkpoint (mean over Davidson, OLID
   and HateXplain of the per-set macro-F1 at per-category best dev thresholds). No test split, and none of
   HateCheck, Multilingual HateCheck or HatemojiCheck, is read.
@@ -20,7 +20,7 @@ library versions gives the same delta):
   from the shipped head (the safety categories do not read the lexical feature, as in ``train_english``).
 * **Loss**: masked, weighted binary cross-entropy per category: the labels and sample weights
   ``train_english`` fits each category with (:func:`targets`: balanced per (dataset, class), times
-  ``DATASET_WEIGHT``, violence's hard negatives, HatemojiBuild's profane contrasts unlabelled), a category
+  ``DATASET_WEIGHT``, each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), a category
   absent from a row's dataset masked out.
 * **Optimiser**: AdamW, no weight decay; peak lr 4e-5 (layers) and 1e-3 (head), 5 % linear warm-up then
   linear decay; batch 32 of similar-length rows; gradient norm clipped at 1; ``--epochs`` passes (default 1:
@@ -158,7 +158,7 @@ class HiddenCache:
 def targets(examples, texts: list[str], lexical_prob: np.ndarray):  # type: ignore[no-untyped-def]
     """``(y, w)`` ``float32[n, C]`` for the multi-label head: the labels and sample weights ``train_english`` fits
     each category with (balanced per (dataset, class) on the train rows that label it, times ``DATASET_WEIGHT``,
-    violence's hard negatives, HatemojiBuild's profane contrasts unlabelled), each category's weights scaled to
+    each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), each category's weights scaled to
     mean 1 over its labelled train rows; ``w`` is 0 where a row does not label a category or is not a train row."""
     from rtaudit.engine.text import data as D
     from rtaudit.engine.text import training_data as T

@@ -3,6 +3,7 @@ their loader and labels, and the conversational false-positive row of ``rtaudit 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from rtaudit.engine.text import data as D
@@ -34,6 +35,19 @@ def test_ordinary_chat_is_not_flagged(chat_scores, text):
 def test_a_farewell_is_not_self_harm_but_a_suicidal_goodbye_is(text_scorer):
     scores = [r.scores["self-harm"] for r in text_scorer.score(FAREWELLS + SUICIDAL_FAREWELLS, evidence=False)]
     assert max(scores[:len(FAREWELLS)]) < 0.5 <= min(scores[len(FAREWELLS):]), scores
+
+
+def test_farewells_are_self_harm_hard_negatives_and_violent_words_violence_ones():
+    """The weighting on rows the test makes (no data needed): a negative that says goodbye counts
+    HARD_NEGATIVE_WEIGHT times for self-harm only, one with a violent word for violence only; positives never."""
+    rows = [D.Example("see you tomorrow!", {}, "chitchat", "train", "a"), D.Example("I will kill it at the gym", {}, "chitchat", "train", "b"),
+            D.Example("what a lovely day", {}, "chitchat", "train", "c"), D.Example("goodbye, I can't go on", {}, "suicide_detection", "train", "d")]
+    y, train = np.array([0, 0, 0, 1]), np.ones(4, bool)
+    base = T.balanced_weights(y, np.array([e.dataset for e in rows]))
+    ratio = {cat: T.category_weights(cat, rows, y, train) / base for cat in ("self-harm", "violence")}
+    assert ratio["self-harm"].tolist() == [T.HARD_NEGATIVE_WEIGHT, 1, 1, 1]
+    assert ratio["violence"].tolist() == [1, T.HARD_NEGATIVE_WEIGHT, 1, 1]
+    assert not any(T.FAREWELL_WORDS.search(t) for t in ("abyss", "i can see your point", "seeking help"))
 
 
 def test_laughter_pattern():
