@@ -252,10 +252,12 @@ def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None: 
         return
     rows, benign = ev.safety(scorer, data, safety, quick=quick)
     t = Table("dataset", "split", "category", "n", "pos", "P", "R", "F1", "FP rate", "target R >= 0.80",
-              title="Threats and self-harm: held-out splits (score >= 0.5; never trained or tuned on)")
+              title="Threats, self-harm and implicit hate: held-out splits (score >= 0.5; never trained or tuned on; "
+                    "the ToxiGen row's FP rate is its neutral statements about a group read as hate)")
     for r in rows:
         t.add_row(r.dataset, r.split, r.category, str(r.model.n), str(r.model.support), _f(r.model.precision),
                   _f(r.model.recall), _f(r.model.f1), _f(r.false_positive_rate),
+                  "-" if r.category not in D.SAFETY_CATEGORIES else
                   "[green]met[/green]" if r.model.recall >= 0.80 else "[red]not met[/red]")
     t.add_row("benign list", "", ", ".join(D.SAFETY_CATEGORIES), str(benign["n"]), "0", "", "", "",
               _f(sum(len(benign[c]) for c in D.SAFETY_CATEGORIES) / benign["n"]), "FP target <= 0.010")

@@ -96,7 +96,13 @@ CATEGORIES: tuple[str, ...] = ("offensive", "hate", "targeted_insult", "violence
 SAFETY_CATEGORIES: tuple[str, ...] = ("violence", "self-harm")
 DATASETS = ("davidson", "olid", "hatexplain", "cold", "jigsaw_sample", "hatemoji_build")
 #: datasets read from :func:`safety_data_dir` instead of ``shared/data``.
-SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie", "chitchat")
+SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie", "chitchat", "toxigen")
+#: ToxiGen's demonstration files (``prompts/<kind>_<group>_1k.txt``): 16 target groups with implicit-hate
+#: statements, 15 with neutral ones (the repository has no ``neutral_trans``).
+TOXIGEN_GROUPS = ("asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq", "mental_disability",
+                  "mexican", "middle_east", "muslim", "native_american", "physical_disability", "trans", "women")
+TOXIGEN_FILES = tuple(f"{kind}_{g}_1k.txt" for kind in ("hate", "neutral") for g in TOXIGEN_GROUPS
+                      if (kind, g) != ("neutral", "trans"))
 #: a suicide_detection post is cut to its first this many words.
 SAFETY_WORDS = 40
 #: shares of the three-way hashed split of the safety sets (the rest is train).
@@ -149,7 +155,8 @@ def safety_files(root: Path) -> dict[str, list[Path]]:
     return {"threatgram101": [t / "threatgram101/Labeled_15076.json"],
             "suicide_detection": [t / "suicide_detection/Suicide_Detection.xlsx"],
             "epie": [t / "epie/Static_Idioms_Words.txt", t / "epie/Formal_Idioms_Words.txt"],
-            "chitchat": [t / "chitchat/dataset.json"]}
+            "chitchat": [t / "chitchat/dataset.json"],
+            "toxigen": [t / "toxigen" / name for name in TOXIGEN_FILES]}
 
 
 def _dedup_split(rows: list[tuple[str, int, str]], dataset: str, category: str) -> list[Example]:
@@ -204,6 +211,35 @@ def load_chitchat(root: Path) -> list[Example]:
             for t, turn in enumerate(c["messages"]) for j, m in enumerate(turn)
             if isinstance(m.get("text"), str) and _LETTER.search(m["text"])]
     return [replace(e, labels={c: 0 for c in CATEGORIES}) for e in _dedup_split(rows, "chitchat", "violence")]
+
+
+def load_toxigen(root: Path) -> list[Example]:
+    """ToxiGen's human-written demonstration statements about 16 identity groups (Hartvigsen et al. 2022,
+    "ToxiGen: A Large-Scale Machine-Generated Dataset for Adversarial and Implicit Hate Speech Detection", ACL;
+    ``microsoft/TOXIGEN`` @ ``01517e8``, ``prompts/*_1k.txt``, MIT): each file is 1,000 prompts of six
+    ``- statement\\n`` lines drawn from a few dozen statements; every distinct statement is one row, split by
+    hash of the text (train 65 % / dev 15 % / test 20 %; a statement in both a hate and a neutral file is dropped).
+
+    Labels: a ``hate_*`` statement (implicit hate: stereotypes, exclusion, no slur) → ``offensive`` 1, ``hate`` 1;
+    a ``neutral_*`` statement (facts, history, lived experience of the group) → ``offensive`` 0, ``hate`` 0. The
+    other categories are absent (a group, not a person, is the target; a set with one class of
+    ``targeted_insult`` would pull its mean-F1-over-datasets threshold). Returns ``list[Example]`` (dataset ``toxigen``).
+
+    Raises:
+        FileNotFoundError: a ToxiGen file is not under ``root``."""
+    rows = []
+    for path in safety_files(root)["toxigen"]:
+        hateful = int(path.name.startswith("hate_"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines()):
+            for j, part in enumerate(line.split("\\n")):
+                text = part.strip().lstrip("-").strip()
+                if _LETTER.search(text):
+                    rows.append((text, hateful, f"{path.stem}:{n}:{j}"))
+    out = []
+    for e in _dedup_split(rows, "toxigen", "violence"):
+        y = e.labels["violence"]
+        out.append(replace(e, labels={"offensive": y, "hate": y}))
+    return out
 
 
 def xlsx_rows(path: Path) -> list[dict[str, str]]:
@@ -333,7 +369,7 @@ def load_hatemoji(root: Path) -> list[Example]:
 
 LOADERS = {"davidson": load_davidson, "olid": load_olid, "hatexplain": load_hatexplain, "cold": load_cold, "jigsaw_sample": load_jigsaw,
            "hatemoji_build": load_hatemoji, "threatgram101": load_threatgram, "suicide_detection": load_suicide_detection,
-           "epie": load_epie, "chitchat": load_chitchat}
+           "epie": load_epie, "chitchat": load_chitchat, "toxigen": load_toxigen}
 
 
 def load(dataset: str, root: Path, split: str | None = None) -> list[Example]:

@@ -182,7 +182,8 @@ def hatemoji(scorer: TextScorer, root: Path, split: str = "dev") -> dict[str, fl
 #: the held-out splits :func:`safety` reads: (dataset, split, category, root: "safety" | "shared").
 SAFETY_SETS: tuple[tuple[str, str, str, str], ...] = (("threatgram101", "test", "violence", "safety"),
                                                       ("suicide_detection", "test", "self-harm", "safety"),
-                                                      ("hatemoji_build", "test", "violence", "shared"))
+                                                      ("hatemoji_build", "test", "violence", "shared"),
+                                                      ("toxigen", "test", "hate", "safety"))
 #: issue 12's threat and self-harm sentences (text, the category that must flag it) and benign
 #: controls that share their words (no new category may flag them).
 PROBES: tuple[tuple[str, str | None], ...] = (

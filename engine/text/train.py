@@ -42,8 +42,12 @@ from rtaudit.engine.text.training_data import (
 log = logging.getLogger(__name__)
 C_GRID = (0.5, 2.0, 8.0)
 #: the safety categories' thresholds give at least this recall on their dev positives (issue 12's
-#: target is 0.80 on the held-out split; the pooled-F1 threshold gave 0.65 on ThreatGram's).
-SAFETY_RECALL = {"violence": None, "self-harm": 0.82}
+#: target is 0.80 on the held-out split; the pooled-F1 threshold gave 0.65 on ThreatGram's with the frozen
+#: encoder). ``violence`` got its floor with the fine-tuned encoder (2026-12-03): a pooled-F1 threshold left the
+#: int8 graph the workers serve under 0.80 recall on ThreatGram's dev split (0.78 at 0.37 in one run); the
+#: shipped head's floor threshold is 0.33, and the held-out split reads 0.802 (docs/text-moderation.md,
+#: "Counterfactual pairs").
+SAFETY_RECALL = {"violence": 0.82, "self-harm": 0.82}
 
 def embed_cached(encoder, texts: list[str], chunk: int = 1024,  # type: ignore[no-untyped-def]
                  budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -7,6 +7,7 @@ rows and weights).
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -15,6 +16,7 @@ import numpy as np
 
 from rtaudit.engine.text import data as D
 from rtaudit.engine.text.heads import sha256_file
+from rtaudit.engine.text.context_contrasts import context_examples
 from rtaudit.engine.text.safety_negatives import contrast_examples, prose_passages
 
 EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
@@ -22,6 +24,11 @@ EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
 #: :data:`DATASET_WEIGHT` and the labelling instead; used for both, it pulled ``hate``'s threshold
 #: from 0.66 to 0.52 and cost Davidson 0.03 dev macro-F1).
 NOT_FOR_THRESHOLDS = frozenset({"hatemoji_build"})
+#: safety-data sets read by ``rtaudit eval`` only, never fitted. ToxiGen's statements: three fine-tunes with its
+#: train split (2026-12-03) learned implicit hate (functional implicit_derogation 0.21 -> 0.67-0.92, ToxiGen test
+#: hate recall 0.10 -> 0.61-0.83) but read every sentence naming a group as abuse (identity_positive 0.33-0.42,
+#: implicit_contrast 0.33-0.46, benign list up to 3 of 168; docs/text-moderation.md, "Counterfactual pairs").
+EVALUATION_ONLY_SETS = frozenset({"toxigen"})
 #: ``violence`` negatives that use a violent word (:data:`VIOLENT_WORDS`: "shoot me an email", "killed it
 #: on stage", "dead to the world", angry posts that threaten no one) count this many times: without
 #: it the head learnt the words ("I will kill it at the gym tomorrow" 0.86) rather than the threat.
@@ -36,6 +43,11 @@ FAREWELL_WORDS = re.compile(r"\b(?:bye+|goodbye|good ?night|see (?:you|ya|u)|tal
                             r"gotta go|got to go|have to go|take care|farewell|catch you later|ttyl)\b", re.IGNORECASE)
 #: category → the pattern of its hard negatives (negatives that count :data:`HARD_NEGATIVE_WEIGHT` times).
 HARD_NEGATIVES = {"violence": VIOLENT_WORDS, "self-harm": FAREWELL_WORDS}
+#: factor on both classes of the written context contrasts and their direct forms
+#: (:mod:`rtaudit.engine.text.context_contrasts`) in every category they label. Each (dataset, class) cell weighs
+#: as much as all of Davidson's rows of that class at 1; as negatives alone at 1 a fine-tuned encoder read every
+#: direct insult as harmless (the functional suite's insult_direct 0.86 → 0.03).
+CONTEXT_CONTRAST_WEIGHT = 0.5
 #: category → dataset → (factor on its positive rows, factor on its negative rows), applied to
 #: :func:`balanced_weights` (1 where absent). HatemojiBuild's hateful rows name an identity in
 #: most cases and its non-hateful rows are their contrasts (the same post with a harmless emoji,
@@ -57,10 +69,13 @@ HARD_NEGATIVES = {"violence": VIOLENT_WORDS, "self-harm": FAREWELL_WORDS}
 #: 6.4 %, 0.42, dev macro-F1 within 0.006 of without; at 0.25 3.8 % / 7.7 %, 0.50, but "shoot me an email"
 #: crossed into ``violence`` with the safety weight at 0.25. A fine-tuned encoder (layers 4-5) with them at 1
 #: read no laughter as abuse but lost profane insults ("you fucking idiot" 0.20): not kept.
-DATASET_WEIGHT: dict[str, dict[str, tuple[float, float]]] = {"offensive": {"hatemoji_build": (0.5, 1.0), "chitchat": (1.0, 0.5)},
-                                                             "hate": {"hatemoji_build": (0.1, 0.1), "chitchat": (1.0, 0.5)},
-                                                             "targeted_insult": {"chitchat": (1.0, 0.5)},
-                                                             "violence": {}}
+_CONTEXT = {"context_contrasts": (CONTEXT_CONTRAST_WEIGHT, CONTEXT_CONTRAST_WEIGHT),
+            "identity_statements": (1.0, 1.0)}
+DATASET_WEIGHT: dict[str, dict[str, tuple[float, float]]] = {
+    "offensive": {"hatemoji_build": (0.5, 1.0), "chitchat": (1.0, 0.5), **_CONTEXT},
+    "hate": {"hatemoji_build": (0.1, 0.1), "chitchat": (1.0, 0.5), **_CONTEXT},
+    "targeted_insult": {"chitchat": (1.0, 0.5), **_CONTEXT},
+    "violence": {**_CONTEXT}}
 #: Davidson train rows fitted: every hate row plus a hashed sample of the rest up to this many
 #: (CPU budget for embedding; Davidson is 77 % offensive and the other sets cover that class).
 DAVIDSON_TRAIN_CAP = 8000
@@ -125,10 +140,37 @@ DATA_PROVENANCE = {
                  "labels": "every category 0 (negatives)",
                  "fitted": f"a hashed {CHITCHAT_TRAIN_ROWS} of the hashed train (65 %) and every train message that says goodbye", "model_selection": "- (dev not read)",
                  "reported_only": "hashed test (20 %): false-positive rate on conversation"},
+    "toxigen": {"source": "ToxiGen's human-written demonstrations (Hartvigsen et al. 2022, ACL): implicit-hate and neutral "
+                           "statements about 16 identity groups, the prompts of the ToxiGen generator",
+                "repository": "microsoft/TOXIGEN", "commit": "01517e8", "path": "prompts/{hate,neutral}_<group>_1k.txt (31 files)",
+                "licence": "MIT", "rows": "668 distinct statements (372 hate, 296 neutral)",
+                "labels": "hate_* -> offensive 1, hate 1; neutral_* -> offensive 0, hate 0",
+                "fitted": "- (EVALUATION_ONLY_SETS: fitted, it read every sentence naming a group as abuse)",
+                "model_selection": "-",
+                "reported_only": "hashed test (20 %): hate P/R and neutral statements read as hate, rtaudit eval"},
     "contrasts": {"source": "written for this project (engine/text/contrasts.py): figurative uses of violent words",
                   "repository": "this repository", "commit": "-", "licence": "the project's",
                   "labels": "violence 0", "fitted": "all (train only)", "model_selection": "-",
                   "reported_only": "- (none is in the benign list, the functional suite or the probes)"},
+    "context_contrasts": {"source": "written for this project (engine/text/context_contrasts.py): insults, group "
+                                    "derogation and threats negated, condemned or reported, each family with its direct "
+                                    "form in the same words (counterfactually augmented data)",
+                          "repository": "this repository", "commit": "-", "licence": "the project's",
+                          "labels": "contrasts 0; direct insults offensive + targeted_insult, direct derogation "
+                                    "offensive + hate, direct threats offensive + violence",
+                          "fitted": "all (train only)", "model_selection": "-",
+                          "reported_only": "- (no text, lexicon word or frame of the functional suite; unit-tested)"},
+    "identity_statements": {"source": "written for this project (engine/text/context_contrasts.py): everyday "
+                                      "statements naming a group, the negatives balancing the direct derogation",
+                            "repository": "this repository", "commit": "-", "licence": "the project's",
+                            "labels": "offensive, hate, targeted_insult 0", "fitted": "all (train only)",
+                            "model_selection": "-",
+                            "reported_only": "- (no text, lexicon word or frame of the functional suite; unit-tested)"},
+    "hatexplain_fragments": {"source": "HateXplain train posts (shared data): the longest 2-8 token run of annotator "
+                                       "rationale of offensive posts, each paired with as many tokens of a normal post",
+                             "repository": "see hatexplain", "commit": "-", "licence": "see hatexplain",
+                             "labels": "the post's labels / every label 0", "fitted": "a hashed 4,000 pairs (train only)",
+                             "model_selection": "-", "reported_only": "-"},
 }
 
 def balanced_weights(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
@@ -162,6 +204,8 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
             rest = sample([r for r in train if not r.labels["hate"]], DAVIDSON_TRAIN_CAP - len(hate))
             rows = hate + rest + [r for r in rows if r.split == "dev"]
         out.extend(rows)
+    out.extend(short_fragments(out))
+    out.extend(context_examples())
     if safety_root is None:
         return out
     negative = {(d, r.uid) for d in SAFETY_NEGATIVE_SETS for split, n in SAFETY_NEGATIVES.items()
@@ -171,6 +215,8 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
     out = [replace(e, labels={**e.labels, **none}) if (e.dataset, e.uid) in negative else
            replace(e, labels={**e.labels, "violence": 0}) if (e.dataset, e.uid) in ordinary else e for e in out]
     for d in D.SAFETY_DATASETS:
+        if d in EVALUATION_ONLY_SETS:
+            continue
         rows = [r for r in D.load(d, safety_root) if r.split in ("train", "dev")]
         if d == "chitchat":
             train = [r for r in rows if r.split == "train"]
@@ -182,6 +228,82 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
         out.extend(rows)
     out.extend(prose_passages([e for e in out if e.dataset == "epie"]))
     out.extend(contrast_examples())
+    return out
+
+
+#: short abusive fragments (:func:`short_fragments`) fitted: a hashed sample of this many, and as many benign ones.
+SHORT_FRAGMENT_ROWS = 4000
+#: a span's word this long or longer pairs it with a normal post that uses the word (:func:`short_fragments`).
+PAIRED_WORD_MIN_CHARS = 3
+
+
+def _longest_run(flags: tuple[int, ...]) -> tuple[int, int]:
+    """``(start, length)`` of the longest run of 1s in ``flags`` (the first on ties; ``(0, 0)`` if none)."""
+    best, start = (0, 0), None
+    for i, flag in enumerate((*flags, 0)):
+        if flag and start is None:
+            start = i
+        elif not flag and start is not None:
+            if i - start > best[1]:
+                best = (start, i - start)
+            start = None
+    return best
+
+
+def short_fragments(examples: list[D.Example], n: int = SHORT_FRAGMENT_ROWS) -> list[D.Example]:
+    """Short rows, train only, in one dataset ``hatexplain_fragments`` with both classes at equal weight:
+
+    * positives: the longest run of 2-8 rationale tokens (the words the annotators marked as the reason) of each
+      offensive HateXplain *train* post, with the post's labels; a hashed sample of ``n``;
+    * negatives: for each positive, a run of as many tokens from a *normal* HateXplain train post, every label 0:
+      where normal posts use a word of the span (:data:`PAIRED_WORD_MIN_CHARS` letters or more, and not profane to
+      alt-profanity-check: never a slur or a swear word), one of them and a
+      run that holds that word, else any normal post and run (word, post and start chosen by sha256 of the
+      positive's uid). A group's name in a normal post is then as common in the negatives as in the positives.
+
+    Chit-Chat's short lines are negatives, and without short positives a fine-tuned encoder read any short message
+    as chat ("you fucking idiot" 0.28); with the spans alone it read any short text as abuse ("I want to die"
+    offensive 0.63, docs/text-moderation.md). Pairing by length leaves length carrying no signal."""
+    from rtaudit.engine.text.evaluation import sample
+
+    train = [e for e in examples if e.dataset == "hatexplain" and e.split == "train"]
+    normal = [e for e in train if not e.labels.get("offensive") and not e.labels.get("hate") and len(e.tokens) >= 8]
+    positives = []
+    for e in train:
+        if not e.labels.get("offensive") or not any(e.rationale):
+            continue
+        lo, length = _longest_run(e.rationale)
+        if 2 <= length <= 8:
+            positives.append(D.Example(" ".join(e.tokens[lo:lo + length]), dict(e.labels), "hatexplain_fragments",
+                                       "train", f"{e.uid}:span"))
+    positives = sample(positives, n)
+    # where the normal posts use a word of the span, the negative is a run around that word, so that a word the
+    # normal posts also use ("muslims", "women", "white") carries no signal, only the words around it
+    # (a word alt-profanity-check reads as profane, a slur or a swear word, is never a pairing word)
+    from rtaudit.engine.models.profanity import ProfanityScorer
+
+    by_word: dict[str, list[D.Example]] = {}
+    for e in normal:
+        for w in {t.lower() for t in e.tokens if len(t) >= PAIRED_WORD_MIN_CHARS}:
+            by_word.setdefault(w, []).append(e)
+    words = sorted(by_word)
+    profane = ProfanityScorer().score_texts(words) >= 0.5 if words else np.zeros(0, bool)
+    by_word = {w: by_word[w] for w, bad in zip(words, profane) if not bad}
+    out = list(positives)
+    for p in positives:
+        h = int.from_bytes(hashlib.sha256(f"{D.SPLIT_SEED}:{p.uid}:benign".encode()).digest()[:8], "big")
+        length = len(p.text.split())
+        shared = sorted({w for w in p.text.lower().split() if by_word.get(w)})
+        if shared:
+            word = shared[h % len(shared)]
+            src = by_word[word][(h >> 16) % len(by_word[word])]
+            at = next(i for i, t in enumerate(src.tokens) if t.lower() == word)
+            lo = max(0, min(at - (h >> 40) % length, len(src.tokens) - length))
+        else:
+            src = normal[h % len(normal)]
+            lo = (h >> 32) % (len(src.tokens) - length + 1)
+        out.append(D.Example(" ".join(src.tokens[lo:lo + length]), {c: 0 for c in p.labels}, "hatexplain_fragments",
+                             "train", f"{src.uid}:{lo}:{length}:benign"))
     return out
 
 
@@ -225,5 +347,6 @@ def unlabel_profane_contrasts(examples: list[D.Example], lexical_prob: np.ndarra
 
 def safety_training_files(safety_root: Path) -> dict[str, str]:
     """sha256 of every safety data file training reads, by path relative to ``safety_root``."""
-    return {str(p.relative_to(safety_root)): sha256_file(p) for ps in D.safety_files(safety_root).values() for p in ps}
+    return {str(p.relative_to(safety_root)): sha256_file(p) for name, ps in D.safety_files(safety_root).items()
+            if name not in EVALUATION_ONLY_SETS for p in ps}
 
