@@ -160,7 +160,7 @@ def test_eval_functional_runs_without_data(tmp_path, monkeypatch):
 #: rates less 0.15 (one or two cases per functionality may move with a retrain). Before the fine-tuned encoder
 #: (2026-11-29-943a9b1b, frozen MiniLM): identity_positive 0.88, threat_negated 0.23, insult_counter 0.00,
 #: threat_direct 0.45, identity_neutral 0.90, implicit_contrast 0.83: the fine-tune traded 4 of 24
-#: identity_positive cases ("I love Jews." offensive 0.72) for negation, counter-speech and direct threats
+#: identity_positive cases ("We should celebrate Jews." offensive 0.78) for negation, counter-speech and direct threats
 #: (docs/text-moderation.md, "Counterfactual pairs").
 #: violence_idiom and insult_counter are not independent measurements: engine/text/contrasts.py and
 #: engine/text/context_contrasts.py train on other wordings of the same senses and frames.
