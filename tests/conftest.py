@@ -66,7 +66,7 @@ def safety_data_dir() -> Path:
     from rtaudit.engine.text import data as D
 
     root = D.safety_data_dir()
-    missing = [p for ps in D.safety_files(root).values() for p in ps if not p.is_file()]
+    missing = [p for p in D.required_safety_files(root) if not p.is_file()]
     return _fetched_data(root, missing, SAFETY_SKIP_REASON, D.SAFETY_ENV, "RTAUDIT_REQUIRE_SAFETY_DATA")
 
 

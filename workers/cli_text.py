@@ -232,7 +232,8 @@ def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-
 
 
 def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]
-    """The threat and self-harm tables of ``rtaudit eval``: held-out splits, benign list, the issue's probes."""
+    """The threat and self-harm tables of ``rtaudit eval``: held-out splits (and ToxiGen's implicit hate where its
+    files are there), benign list, the issue's probes."""
     from rtaudit.engine.policy import DEFAULT_THRESHOLDS
     from rtaudit.engine.text import data as D
     from rtaudit.engine.text import evaluation as ev
@@ -245,7 +246,7 @@ def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None: 
         t.add_row(text, want or "no safety category", *(_f(scores.get(c, 0.0)) for c in D.SAFETY_CATEGORIES),
                   f"{', '.join(hits) or '-'} [{'green' if ok else 'red'}]{'ok' if ok else 'wrong'}[/]")
     out.print(t)
-    missing = [p for ps in D.safety_files(safety).values() for p in ps if not p.is_file()]
+    missing = [p for p in D.required_safety_files(safety) if not p.is_file()]
     if missing:
         out.print(f"[yellow]threat and self-harm held-out splits not measured: {missing[0]} not found "
                       f"(--safety-data; docs/text-moderation.md, 'Data and splits')[/yellow]")

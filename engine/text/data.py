@@ -159,6 +159,17 @@ def safety_files(root: Path) -> dict[str, list[Path]]:
             "toxigen": [t / "toxigen" / name for name in TOXIGEN_FILES]}
 
 
+#: safety-data sets that ``rtaudit eval`` reads and training never fits (``training_data`` says why): training,
+#: the held-out tables and the tests run without their files, and only their own evaluation rows are skipped.
+EVALUATION_ONLY_SETS = frozenset({"toxigen"})
+
+
+def required_safety_files(root: Path) -> list[Path]:
+    """The safety files training and the threat/self-harm evaluation need: :func:`safety_files` of every set
+    but :data:`EVALUATION_ONLY_SETS`, under ``root``."""
+    return [p for name, ps in safety_files(root).items() if name not in EVALUATION_ONLY_SETS for p in ps]
+
+
 def _dedup_split(rows: list[tuple[str, int, str]], dataset: str, category: str) -> list[Example]:
     """``(text, label, uid)`` rows → one :class:`Example` per distinct text (first uid), split by
     :func:`hashed_split3` of its key; texts seen with both labels are dropped."""

@@ -203,13 +203,16 @@ class SafetyRow:
 
 
 def safety(scorer: TextScorer, root: Path, safety_root: Path, *, quick: bool = False) -> tuple[list[SafetyRow], dict]:
-    """``(rows, benign)``: one :class:`SafetyRow` per set of :data:`SAFETY_SETS` (``quick``: the first
+    """``(rows, benign)``: one :class:`SafetyRow` per set of :data:`SAFETY_SETS` (a set of
+    :data:`~rtaudit.engine.text.data.EVALUATION_ONLY_SETS` whose files are absent is left out; ``quick``: the first
     :data:`QUICK_N` × 3 rows in seeded hash order), and ``benign`` = ``{"n": texts, category: [flagged
     texts]}`` for each safety category on the benign list (score ≥ 0.5)."""
     from rtaudit.engine.text.benign import BENIGN_TEXTS
 
     out: list[SafetyRow] = []
     for name, split, cat, where in SAFETY_SETS:
+        if name in D.EVALUATION_ONLY_SETS and not all(p.is_file() for p in D.safety_files(safety_root)[name]):
+            continue  # an evaluation-only set not fetched: its row alone is left out
         rows = sample(D.load(name, safety_root if where == "safety" else root, split), 3 * QUICK_N if quick else None)
         y = np.array([r.labels[cat] for r in rows])
         pred = np.array([s.get(cat, 0.0) >= 0.5 for s in score_matrix(scorer, [r.text for r in rows])])

@@ -220,7 +220,7 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
     from rtaudit.engine.text.heads import load_manifest, verified_path
 
     safety_root = Path(safety_root or D.safety_data_dir())
-    missing = [p for ps in D.safety_files(safety_root).values() for p in ps if not p.is_file()]
+    missing = [p for p in D.required_safety_files(safety_root) if not p.is_file()]
     if missing:
         raise FileNotFoundError(f"safety data not found: {missing[0]} (see docs/text-moderation.md, 'Data and splits')")
     if only is not None:

@@ -28,7 +28,7 @@ NOT_FOR_THRESHOLDS = frozenset({"hatemoji_build"})
 #: train split (2026-12-03) learned implicit hate (functional implicit_derogation 0.21 -> 0.67-0.92, ToxiGen test
 #: hate recall 0.10 -> 0.61-0.83) but read every sentence naming a group as abuse (identity_positive 0.33-0.42,
 #: implicit_contrast 0.33-0.46, benign list up to 3 of 168; docs/text-moderation.md, "Counterfactual pairs").
-EVALUATION_ONLY_SETS = frozenset({"toxigen"})
+EVALUATION_ONLY_SETS = D.EVALUATION_ONLY_SETS
 #: ``violence`` negatives that use a violent word (:data:`VIOLENT_WORDS`: "shoot me an email", "killed it
 #: on stage", "dead to the world", angry posts that threaten no one) count this many times: without
 #: it the head learnt the words ("I will kill it at the gym tomorrow" 0.86) rather than the threat.
@@ -145,7 +145,7 @@ DATA_PROVENANCE = {
                 "repository": "microsoft/TOXIGEN", "commit": "01517e8", "path": "prompts/{hate,neutral}_<group>_1k.txt (31 files)",
                 "licence": "MIT", "rows": "668 distinct statements (372 hate, 296 neutral)",
                 "labels": "hate_* -> offensive 1, hate 1; neutral_* -> offensive 0, hate 0",
-                "fitted": "- (EVALUATION_ONLY_SETS: fitted, it read every sentence naming a group as abuse)",
+                "fitted": "- (not fitted, EVALUATION_ONLY_SETS: fine-tuned on, the encoder read sentences naming a group as abuse)",
                 "model_selection": "-",
                 "reported_only": "hashed test (20 %): hate P/R and neutral statements read as hate, rtaudit eval"},
     "contrasts": {"source": "written for this project (engine/text/contrasts.py): figurative uses of violent words",
@@ -347,6 +347,5 @@ def unlabel_profane_contrasts(examples: list[D.Example], lexical_prob: np.ndarra
 
 def safety_training_files(safety_root: Path) -> dict[str, str]:
     """sha256 of every safety data file training reads, by path relative to ``safety_root``."""
-    return {str(p.relative_to(safety_root)): sha256_file(p) for name, ps in D.safety_files(safety_root).items()
-            if name not in EVALUATION_ONLY_SETS for p in ps}
+    return {str(p.relative_to(safety_root)): sha256_file(p) for p in D.required_safety_files(safety_root)}
 

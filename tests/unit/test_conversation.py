@@ -18,7 +18,8 @@ CHAT = ["lol", "haha so funny", "that's so funny", "that was hilarious", "LMAO n
 #: r/SuicideWatch posts; training_data.FAREWELL_WORDS): 0.74, 0.78, 0.66 on the head before (2026-12-02),
 #: 0.28, 0.46, 0.34 after. None is a Chit-Chat message.
 FAREWELLS = ["thanks so much, see you tomorrow!", "you too. talk to you tomorrow.", "See you tomorrow"]
-#: and their contrasts: a goodbye that says the writer is done living still reads as self-harm (0.63, 0.79 after)
+#: and their contrasts: a goodbye that says the writer is done living (self-harm 0.63 and 0.79 on the frozen encoder,
+#: 0.20 and 0.34 on the fine-tuned one: a known miss, test_a_suicidal_goodbye_is_self_harm)
 SUICIDAL_FAREWELLS = ["goodbye everyone, I can't take it anymore", "this is my goodbye note, I'm done living"]
 
 
@@ -40,9 +41,10 @@ def test_a_farewell_is_not_self_harm(text_scorer):
 @pytest.mark.xfail(strict=True, reason="known miss of the fine-tuned encoder (artifacts 2026-12-03-f8525f07): "
                    "self-harm 0.20 and 0.34 (0.63 and 0.79 on the frozen encoder); Suicide Detection test recall "
                    "0.873 (docs/text-moderation.md, 'Counterfactual pairs')")
-def test_a_suicidal_goodbye_is_self_harm(text_scorer):
-    scores = [r.scores["self-harm"] for r in text_scorer.score(SUICIDAL_FAREWELLS, evidence=False)]
-    assert min(scores) >= 0.5, scores
+@pytest.mark.parametrize("text", SUICIDAL_FAREWELLS)
+def test_a_suicidal_goodbye_is_self_harm(text_scorer, text):
+    score = text_scorer.score([text], evidence=False)[0].scores["self-harm"]
+    assert score >= 0.5, score
 
 
 def test_farewells_are_self_harm_hard_negatives_and_violent_words_violence_ones():

@@ -122,23 +122,18 @@ def test_emoji_abuse_is_read_and_its_evidence_is_the_emoji(text_scorer):
     results = text_scorer.score(list(EMOJI_ABUSE))
     for text, r in zip(EMOJI_ABUSE, results):
         assert all(text[s.start:s.end] == s.text for s in r.spans)
-        if text not in EMOJI_ABUSE_MISSED:
-            assert r.scores["offensive"] >= 0.5, (text, r.scores)
+        floor = EMOJI_ABUSE_NEAR_LINE if text in EMOJI_ABUSE_MISSED else 0.5
+        assert r.scores["offensive"] >= floor, (text, r.scores)
     rat = results[2]
     assert any(s.text == "🐀" for s in rat.spans), rat.spans
 
 
-#: read (their names reach the model) but under the line on the fine-tuned encoder (artifacts 2026-12-03-f8525f07):
-#: "you 🐷" offensive 0.45 (0.62 on the frozen encoder), "you're a piece of 💩" 0.40; the functional suite's
-#: emoji_insult (0.42) counts the rest
+#: short emoji insults the fine-tuned encoder (artifacts 2026-12-03-f8525f07) reads near the line, not over it:
+#: "you 🐷" offensive 0.45 in this test's batch (0.62 on the frozen encoder), "you're a piece of 💩" 0.40. The
+#: int8 graph quantizes activations per batch, so each moves by about 0.05 with its batch (0.52 and 0.49 alone):
+#: the floor says their emoji names reach the model (0.02-0.17 before emoji names), not that they are flagged.
 EMOJI_ABUSE_MISSED = ("you 🐷", "you're a piece of 💩")
-
-
-@pytest.mark.xfail(strict=True, reason="known misses of the fine-tuned encoder: 'you 🐷' offensive 0.45, "
-                   "'you're a piece of 💩' 0.40 (docs/text-moderation.md, 'Counterfactual pairs')")
-def test_short_emoji_insults_are_flagged(text_scorer):
-    for r in text_scorer.score(list(EMOJI_ABUSE_MISSED), evidence=False):
-        assert r.scores["offensive"] >= 0.5, r.scores
+EMOJI_ABUSE_NEAR_LINE = 0.35
 
 
 def test_everyday_emoji_stay_benign(text_scorer):

@@ -193,12 +193,14 @@ def test_training_never_reads_a_safety_test_split(data_dir, safety_data_dir):
 
     rows = english_examples(data_dir, safety_data_dir)
     assert {r.split for r in rows} == {"train", "dev"}
-    from rtaudit.engine.text.training_data import EVALUATION_ONLY_SETS
-
-    assert {r.dataset for r in rows} >= set(D.SAFETY_DATASETS) - EVALUATION_ONLY_SETS | {"contrasts"}
-    assert not {r.dataset for r in rows} & EVALUATION_ONLY_SETS
-    test_keys = {D.text_key(r.text) for name in D.SAFETY_DATASETS for r in D.load(name, safety_data_dir, "test")}
+    fitted = set(D.SAFETY_DATASETS) - D.EVALUATION_ONLY_SETS
+    assert {r.dataset for r in rows} >= fitted | {"contrasts"}
+    assert not {r.dataset for r in rows} & D.EVALUATION_ONLY_SETS
+    test_keys = {D.text_key(r.text) for name in fitted for r in D.load(name, safety_data_dir, "test")}
     assert not test_keys & {D.text_key(r.text) for r in rows if r.dataset in D.SAFETY_DATASETS}
+    for name in D.EVALUATION_ONLY_SETS:  # where fetched: none of its texts, in any split, is a training row
+        if all(p.is_file() for p in D.safety_files(safety_data_dir)[name]):
+            assert not {D.text_key(r.text) for r in D.load(name, safety_data_dir)} & {D.text_key(r.text) for r in rows}
     recorded = load_manifest()["safety_training_data"]
     from rtaudit.engine.hashing import sha256_file
 
