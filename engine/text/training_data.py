@@ -8,6 +8,7 @@ rows and weights).
 from __future__ import annotations
 
 import hashlib
+import itertools
 import re
 from dataclasses import replace
 from pathlib import Path
@@ -24,11 +25,6 @@ EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
 #: :data:`DATASET_WEIGHT` and the labelling instead; used for both, it pulled ``hate``'s threshold
 #: from 0.66 to 0.52 and cost Davidson 0.03 dev macro-F1).
 NOT_FOR_THRESHOLDS = frozenset({"hatemoji_build"})
-#: safety-data sets read by ``rtaudit eval`` only, never fitted. ToxiGen's statements: three fine-tunes with its
-#: train split (2026-12-03) learned implicit hate (functional implicit_derogation 0.21 -> 0.67-0.92, ToxiGen test
-#: hate recall 0.10 -> 0.61-0.83) but read every sentence naming a group as abuse (identity_positive 0.33-0.42,
-#: implicit_contrast 0.33-0.46, benign list up to 3 of 168; docs/text-moderation.md, "Counterfactual pairs").
-EVALUATION_ONLY_SETS = D.EVALUATION_ONLY_SETS
 #: ``violence`` negatives that use a violent word (:data:`VIOLENT_WORDS`: "shoot me an email", "killed it
 #: on stage", "dead to the world", angry posts that threaten no one) count this many times: without
 #: it the head learnt the words ("I will kill it at the gym tomorrow" 0.86) rather than the threat.
@@ -97,6 +93,16 @@ SAFETY_NEGATIVE_SETS = ("davidson", "olid", "hatexplain")
 #: "haha so funny" 0.48 on the frozen encoder, 0.9+ on every fine-tuned one (docs/text-moderation.md).
 #: Every train message that says goodbye (:data:`FAREWELL_WORDS`, about 1,100 more) is fitted besides the sample.
 CHITCHAT_TRAIN_ROWS = 8000
+def _written(module: str, what: str, labels: str, reported_only: str) -> dict[str, str]:
+    """A :data:`DATA_PROVENANCE` entry for rows written for this project in ``module`` (a path), holding ``what``."""
+    return {"source": f"written for this project ({module}): {what}",
+            "repository": "this repository", "commit": "-", "licence": "the project's", "labels": labels,
+            "fitted": "all (train only)", "model_selection": "-", "reported_only": reported_only}
+
+
+_SUITE_APART = "- (no text, lexicon word or frame of the functional suite; unit-tested)"
+
+
 #: where the datasets added with their provenance recorded came from (the older sets are cited in
 #: :mod:`rtaudit.engine.text.data` and docs/text-moderation.md).
 DATA_PROVENANCE = {
@@ -148,24 +154,16 @@ DATA_PROVENANCE = {
                 "fitted": "- (not fitted, EVALUATION_ONLY_SETS: fine-tuned on, the encoder read sentences naming a group as abuse)",
                 "model_selection": "-",
                 "reported_only": "hashed test (20 %): hate P/R and neutral statements read as hate, rtaudit eval"},
-    "contrasts": {"source": "written for this project (engine/text/contrasts.py): figurative uses of violent words",
-                  "repository": "this repository", "commit": "-", "licence": "the project's",
-                  "labels": "violence 0", "fitted": "all (train only)", "model_selection": "-",
-                  "reported_only": "- (none is in the benign list, the functional suite or the probes)"},
-    "context_contrasts": {"source": "written for this project (engine/text/context_contrasts.py): insults, group "
-                                    "derogation and threats negated, condemned or reported, each family with its direct "
-                                    "form in the same words (counterfactually augmented data)",
-                          "repository": "this repository", "commit": "-", "licence": "the project's",
-                          "labels": "contrasts 0; direct insults offensive + targeted_insult, direct derogation "
-                                    "offensive + hate, direct threats offensive + violence",
-                          "fitted": "all (train only)", "model_selection": "-",
-                          "reported_only": "- (no text, lexicon word or frame of the functional suite; unit-tested)"},
-    "identity_statements": {"source": "written for this project (engine/text/context_contrasts.py): everyday "
-                                      "statements naming a group, the negatives balancing the direct derogation",
-                            "repository": "this repository", "commit": "-", "licence": "the project's",
-                            "labels": "offensive, hate, targeted_insult 0", "fitted": "all (train only)",
-                            "model_selection": "-",
-                            "reported_only": "- (no text, lexicon word or frame of the functional suite; unit-tested)"},
+    "contrasts": _written("engine/text/contrasts.py", "figurative uses of violent words", "violence 0",
+                          "- (none is in the benign list, the functional suite or the probes)"),
+    "context_contrasts": _written("engine/text/context_contrasts.py", "insults, group derogation and threats negated, "
+                                  "condemned or reported, each family with its direct form in the same words "
+                                  "(counterfactually augmented data)",
+                                  "contrasts 0; direct insults offensive + targeted_insult, direct derogation "
+                                  "offensive + hate, direct threats offensive + violence", _SUITE_APART),
+    "identity_statements": _written("engine/text/context_contrasts.py", "everyday statements naming a group, the "
+                                    "negatives balancing the direct derogation", "offensive, hate, targeted_insult 0",
+                                    _SUITE_APART),
     "hatexplain_fragments": {"source": "HateXplain train posts (shared data): the longest 2-8 token run of annotator "
                                        "rationale of offensive posts, each paired with as many tokens of a normal post",
                              "repository": "see hatexplain", "commit": "-", "licence": "see hatexplain",
@@ -215,7 +213,7 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
     out = [replace(e, labels={**e.labels, **none}) if (e.dataset, e.uid) in negative else
            replace(e, labels={**e.labels, "violence": 0}) if (e.dataset, e.uid) in ordinary else e for e in out]
     for d in D.SAFETY_DATASETS:
-        if d in EVALUATION_ONLY_SETS:
+        if d in D.EVALUATION_ONLY_SETS:
             continue
         rows = [r for r in D.load(d, safety_root) if r.split in ("train", "dev")]
         if d == "chitchat":
@@ -239,14 +237,12 @@ PAIRED_WORD_MIN_CHARS = 3
 
 def _longest_run(flags: tuple[int, ...]) -> tuple[int, int]:
     """``(start, length)`` of the longest run of 1s in ``flags`` (the first on ties; ``(0, 0)`` if none)."""
-    best, start = (0, 0), None
-    for i, flag in enumerate((*flags, 0)):
-        if flag and start is None:
-            start = i
-        elif not flag and start is not None:
-            if i - start > best[1]:
-                best = (start, i - start)
-            start = None
+    best, start = (0, 0), 0
+    for flag, run in itertools.groupby(flags):
+        length = len(list(run))
+        if flag and length > best[1]:
+            best = (start, length)
+        start += length
     return best
 
 
@@ -259,7 +255,11 @@ def short_fragments(examples: list[D.Example], n: int = SHORT_FRAGMENT_ROWS) -> 
       where normal posts use a word of the span (:data:`PAIRED_WORD_MIN_CHARS` letters or more, and not profane to
       alt-profanity-check: never a slur or a swear word), one of them and a
       run that holds that word, else any normal post and run (word, post and start chosen by sha256 of the
-      positive's uid). A group's name in a normal post is then as common in the negatives as in the positives.
+      positive's uid). A group's name is then more nearly as common in the negatives as in the positives ("jews":
+      171 positives, 20 negatives with a random partner, 82 paired).
+
+    Returns ``list[Example]`` of ``2 * min(n, spans)``: the positives, then their partners in the same order. A
+    partner can have its positive's text (127 of 4,000 for the shipped model's rows: docs/text-moderation.md).
 
     Chit-Chat's short lines are negatives, and without short positives a fine-tuned encoder read any short message
     as chat ("you fucking idiot" 0.28); with the spans alone it read any short text as abuse ("I want to die"
