@@ -177,12 +177,12 @@ def eval_text(
         t.add_row(r.dataset, r.split, str(r.n), _f(r.macro_f1), _f(r.baseline_macro_f1), f"{d:+.3f}",
                   "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
     out.print(t)
-    t = Table("split", "n", "macro-F1 (any category)", "macro-F1 (hate)", "non-hateful flagged", "target >= 0.80",
+    t = Table("split", "n", "macro-F1 (any category)", "macro-F1 (hate)", "non-hateful flagged", "target: hate >= 0.80",
               title="Emoji-based hate: HatemojiBuild (validation chose its training weight; test only reported)")
     for split, name in (("dev", "validation"), ("test", "test")):
         h = ev.hatemoji(scorer, data, split)
         t.add_row(name, str(h["rows"]), _f(h["macro_f1"]), _f(h["macro_f1_hate"]), _f(h["flagged_non_hateful"]),
-                  "" if split == "dev" else "[green]met[/green]" if h["macro_f1"] >= 0.80 else "[red]not met[/red]")
+                  "" if split == "dev" else "[green]met[/green]" if h["macro_f1_hate"] >= 0.80 else "[red]not met[/red]")
     out.print(t)
     _safety_tables(out, scorer, data, safety_data or D.safety_data_dir(), quick)
     multilingual_section(out, scorer, None, quick)  # $RTAUDIT_MULTILINGUAL_DATA; one line when absent

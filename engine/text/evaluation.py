@@ -14,8 +14,10 @@
   :mod:`rtaudit.engine.text.robustness` on offensive dev texts (recall relative to clean).
 * :func:`hatemoji` — HatemojiBuild (Kirk et al. 2022, CC BY 4.0; emoji-based hate) validation
   or test split: macro-F1 over both classes of ``label_gold`` (scikit-learn ``average="macro"``),
-  flagged = any category ≥ 0.5 (the policy's view today) and = ``hate`` ≥ 0.5. The test split is
-  for reporting only: training and model selection never read it.
+  flagged = ``hate`` ≥ 0.5 (the target's reading: ``label_gold`` marks hate at a protected group, and the
+  set's non-hateful rows include abuse aimed elsewhere, "I wanna 🔥 the politicians", that ``offensive`` or
+  ``violence`` rightly flag) and = any category ≥ 0.5 (the policy's view). The test split is for reporting
+  only: training and model selection never read it.
 * :func:`safety` — ``violence`` and ``self-harm`` on the held-out (``test``) splits of the safety sets
   (ThreatGram 101, Suicide Detection; :mod:`rtaudit.engine.text.data`; never trained or tuned on):
   precision, recall, F1 and false-positive rate at score ≥ 0.5, and each category's false positives

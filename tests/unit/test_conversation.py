@@ -38,9 +38,9 @@ def test_a_farewell_is_not_self_harm(text_scorer):
     assert max(scores) < 0.5, scores
 
 
-@pytest.mark.xfail(strict=True, reason="known miss of the fine-tuned encoder (artifacts 2026-12-03-f8525f07): "
-                   "self-harm 0.20 and 0.34 (0.63 and 0.79 on the frozen encoder); Suicide Detection test recall "
-                   "0.873 (docs/text-moderation.md, 'Counterfactual pairs')")
+@pytest.mark.xfail(strict=True, reason="known miss of the fine-tuned encoders: self-harm 0.20 and 0.34 with artifacts "
+                   "2026-12-03-f8525f07, 0.32 and 0.32 with 2026-12-03-edbf9a0d (0.63 and 0.79 on the frozen encoder); "
+                   "Suicide Detection test recall 0.911 (docs/text-moderation.md, 'Hate as its own decision')")
 @pytest.mark.parametrize("text", SUICIDAL_FAREWELLS)
 def test_a_suicidal_goodbye_is_self_harm(text_scorer, text):
     score = text_scorer.score([text], evidence=False)[0].scores["self-harm"]

@@ -20,7 +20,9 @@ from rtaudit.engine.text.scoring import route_normalized, script_text
         ("🐀", "rat"),
         ("🐍", "snake"),
         ("🤡", "clown face"),  # no clown emoji: the face stays a face
-        ("👳🏽", "person wearing turban"),  # skin tone dropped
+        ("👳🏽", "person wearing turban medium skin tone"),  # skin tone kept
+        ("👦🏿", "boy dark skin tone"),
+        ("🐷", "pig"),
         ("👩\u200d❤️\u200d💋\u200d👩", "kiss woman woman"),  # a ZWJ sequence is one name
         ("❤️", "red heart"),
         ("🪅", "pinata"),  # folded to ASCII
@@ -66,8 +68,8 @@ def test_letter_shaped_emoji_stay_letters(written, seen):
 def test_a_name_points_at_the_emoji():
     original = "ok 👳🏽 you 🐷!"
     n = normalize(original)
-    assert n.text == "ok person wearing turban you pig !"
-    for word, emoji in (("turban", "👳🏽"), ("pig", "🐷"), ("person wearing turban", "👳🏽")):
+    assert n.text == "ok person wearing turban medium skin tone you pig !"
+    for word, emoji in (("turban", "👳🏽"), ("pig", "🐷"), ("person wearing turban medium skin tone", "👳🏽"), ("skin", "👳🏽")):
         start = n.text.index(word)
         assert original[slice(*n.to_original(start, start + len(word)))] == emoji
     family = "a👩\u200d❤️\u200d💋\u200d👩b"
@@ -128,10 +130,10 @@ def test_emoji_abuse_is_read_and_its_evidence_is_the_emoji(text_scorer):
     assert any(s.text == "🐀" for s in rat.spans), rat.spans
 
 
-#: short emoji insults the fine-tuned encoder (artifacts 2026-12-03-f8525f07) reads near the line, not over it:
-#: "you 🐷" offensive 0.45 in this test's batch (0.62 on the frozen encoder), "you're a piece of 💩" 0.40. The
-#: int8 graph quantizes activations per batch, so each moves by about 0.05 with its batch (0.52 and 0.49 alone):
-#: the floor says their emoji names reach the model (0.02-0.17 before emoji names), not that they are flagged.
+#: short emoji insults the fine-tuned encoders read near the line: "you 🐷" offensive 0.45 in this test's batch with
+#: artifacts 2026-12-03-f8525f07 (0.62 on the frozen encoder), 0.64-0.67 with 2026-12-03-edbf9a0d; "you're a piece
+#: of 💩" 0.40, now 0.46-0.51. The int8 graph quantizes activations per batch, so each moves by about 0.05 with its
+#: batch: the floor says their emoji names reach the model (0.02-0.17 before emoji names), not that they are flagged.
 EMOJI_ABUSE_MISSED = ("you 🐷", "you're a piece of 💩")
 EMOJI_ABUSE_NEAR_LINE = 0.35
 
@@ -141,10 +143,12 @@ def test_everyday_emoji_stay_benign(text_scorer):
         assert max(r.scores.values()) < 0.5, (text, r.scores)
 
 
-#: HatemojiBuild validation (591 rows), flagged = any category >= 0.5: macro-F1 0.477 with raw
-#: emoji, 0.503 with names (heads not trained on emoji), 0.551 with heads trained on its train split
-#: (artifacts 2026-12-01-c9b65e4c; test split 0.547, reported only); floor just under the latter.
-HATEMOJI_VALIDATION_FLOOR = 0.54
+#: HatemojiBuild validation (591 rows), flagged = ``hate`` >= 0.5 (its label is hate at a protected group):
+#: macro-F1 0.445 with ``hate`` capped by ``offensive`` and HatemojiBuild at 0.1 of its weight (artifacts
+#: 2026-12-03-f8525f07), 0.547 with ``hate`` its own decision, skin tones named and HatemojiBuild at full weight
+#: (artifacts 2026-12-03-edbf9a0d, int8; test split 0.533, reported only); the floor allows for the int8 graph's
+#: batch-dependent activation scales. Flagged = any category: 0.551 (2026-12-01), 0.584 now.
+HATEMOJI_VALIDATION_FLOOR = 0.52
 
 
 def test_hatemoji_build_validation_macro_f1(text_scorer, data_dir):
@@ -152,7 +156,7 @@ def test_hatemoji_build_validation_macro_f1(text_scorer, data_dir):
 
     result = hatemoji(text_scorer, data_dir, "dev")
     assert result["rows"] == 591
-    assert result["macro_f1"] >= HATEMOJI_VALIDATION_FLOOR, result
+    assert result["macro_f1_hate"] >= HATEMOJI_VALIDATION_FLOOR, result
 
 
 def test_emoji_naming_is_bounded_for_hostile_texts() -> None:

@@ -14,7 +14,9 @@ from rtaudit.engine.text.encoder import resolve_precision
 from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
-#: issue 12's sentences and the category that must flag each (the review threshold of the default policy).
+#: issue 12's sentences and the category that must flag each (the review threshold of the default policy). "kys" is
+#: near the line: self-harm 0.58 in this batch with artifacts 2026-12-03-edbf9a0d, 0.48 alone (the int8 graph's
+#: activation scales are per batch); 0.15 with 2026-12-03-f8525f07, which read it as violence.
 FLAGGED = [("I will kill you", "violence"), ("I'll shoot you tomorrow", "violence"), ("kys", "self-harm"),
            ("I want to end my life", "self-harm")]
 #: the same words in their everyday senses: no safety category may flag them.
@@ -74,9 +76,7 @@ def probe_scores(text_scorer):
     return dict(zip(texts, (r.scores for r in text_scorer.score(texts, evidence=False))))
 
 
-@pytest.mark.parametrize("text,category", [pytest.param(t, c, marks=pytest.mark.xfail(
-    t == "kys", strict=True, reason="the fine-tuned encoder (artifacts 2026-12-03-f8525f07) reads 'kys' as a threat at "
-    "someone (violence 0.74, offensive 0.67; self-harm 0.15): flagged, under another category")) for t, c in FLAGGED])
+@pytest.mark.parametrize("text,category", FLAGGED)
 def test_the_issues_threats_and_self_harm_are_flagged(probe_scores, text, category):
     assert set(D.SAFETY_CATEGORIES) <= set(probe_scores[text])
     assert probe_scores[text][category] >= DEFAULT_THRESHOLDS[category].review, probe_scores[text]
@@ -244,3 +244,30 @@ def test_toxigen_loader_reads_every_statement_once_with_its_label(tmp_path):
     assert not any(r.text.startswith("-") or r.text.endswith("\\n") for r in rows)
     assert len(rows) == 16 * 2 + 15  # two hate statements per group, one neutral (no neutral_trans file)
     assert all(r.split == D.hashed_split3(D.text_key(r.text)) for r in rows)
+
+
+def test_short_fragments_pair_by_shared_word_and_never_repeat_an_abusive_fragment():
+    """The benign partner of an abusive rationale span is a run of a normal post holding a word of the span; a
+    partner with the text of any abusive fragment would be a contradictory row, and is dropped."""
+    from rtaudit.engine.text.training_data import short_fragments
+
+    def post(uid: str, words: str, offensive: int, rationale: tuple[int, ...] = ()) -> D.Example:
+        tokens = tuple(words.split())
+        return D.Example(words, {"offensive": offensive, "hate": 0}, "hatexplain", "train", uid, tokens,
+                         rationale or (0,) * len(tokens))
+
+    abusive = [post("a1", "those neighbours are filthy vermin honestly", 1, (0, 0, 0, 1, 1, 0)),
+               post("a2", "my neighbours said the garden gnomes again", 1, (0, 1, 1, 0, 0, 0, 0)),
+               post("a3", "they are garden gnomes and nothing more", 1, (0, 0, 1, 1, 0, 0, 0, 0))]
+    # the only normal post that holds "garden" starts with it: a3's partner is "garden gnomes", its own text
+    normal = [post("n1", "garden gnomes " * 4, 0),
+              post("n2", "the weather was lovely for a long walk by the river", 0)]
+    rows = short_fragments(abusive + normal, n=10)
+    positives = [r for r in rows if r.labels["offensive"]]
+    partners = [r for r in rows if not r.labels["offensive"]]
+    assert sorted(p.text for p in positives) == ["filthy vermin", "garden gnomes", "neighbours said"]
+    assert all(r.dataset == "hatexplain_fragments" and r.split == "train" for r in rows)
+    texts = {p.text.lower() for p in positives}
+    assert partners and not any(r.text.lower() in texts for r in partners)
+    assert len(partners) < len(positives)  # a3's partner was dropped
+    assert all(len(r.text.split()) == 2 for r in partners)
