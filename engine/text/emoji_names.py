@@ -3,9 +3,11 @@
 The names are Unicode's CLDR short names as shipped by the ``emoji`` package (PyPI ``emoji``,
 BSD licence, Unicode's emoji data; :data:`emoji.EMOJI_DATA`), not a hand-written table. A whole
 emoji sequence is one name: ZWJ sequences (``👩‍❤️‍💋‍👩`` → ``kiss woman woman``), skin tones
-(kept in the name: ``👳🏽`` → ``person wearing turban medium skin tone``; HatemojiBuild's racist posts name their
-target by a skin tone, "this zoo is full of 👦🏿 or is that a 🐒", 23 % of its train and validation rows carry
-one), variation selectors. An animal's
+(dropped from the name: ``👳🏽`` → ``person wearing turban``), variation selectors. Named with their tone
+("boy dark skin tone"), HatemojiBuild's racist posts were read a little better (its test ``hate`` macro-F1
+0.505 → 0.533), but a model fine-tuned so flagged 19-27 % of 165 written benign chat messages per tone
+("👍🏽 great job", "my son 👦🏿 just started school") against 3 % with no tone (docs/text-moderation.md, "Hate as
+its own decision"): a tone is not evidence of anything. An animal's
 face reads as the animal when the animal has an emoji of its own (``pig face`` → ``pig``,
 ``dog face`` → ``dog``; ``clown face`` stays). Names are folded to lower-case ASCII
 (``piñata`` → ``pinata``; brackets and ``&`` become spaces) and set off by a space from
@@ -31,6 +33,7 @@ __all__ = ["emoji_name", "emoji_names"]
 
 _Spans = list[tuple[int, int]]
 
+_SKIN_TONE = re.compile(r"_(?:light|medium-light|medium|medium-dark|dark)_skin_tone")
 _NOT_NAME = re.compile(r"[^a-z0-9' -]+")
 _KEYCAP = "\u20e3"
 
@@ -59,7 +62,7 @@ def emoji_name(sequence: str) -> str | None:
     entry = data.get(sequence) or data.get(sequence.replace("\ufe0f", ""))
     if entry is None:
         return None
-    raw = entry["en"].strip(":")
+    raw = _SKIN_TONE.sub("", entry["en"].strip(":"))
     if raw.startswith("keycap"):
         return None
     head, _, tail = raw.rpartition("_")

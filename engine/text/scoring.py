@@ -50,6 +50,9 @@ from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social
 from rtaudit.engine.text.normalize import NormalizedText, detection_view, normalize
 from rtaudit.engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
 
+#: surrogate code points: not characters, and the language detector and the tokenizer cannot encode them.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
 HAN_SHARE = 0.3
 #: ...else to the English model when Latin letters are at least this share (or it has no letters).
@@ -329,7 +332,9 @@ class TextScorer:
         """Score a batch of raw texts.
 
         Args:
-            texts: raw user texts (any script; empty strings allowed).
+            texts: raw user texts (any script; empty strings allowed). A surrogate code point (U+D800-U+DFFF: no
+                character, and not encodable as UTF-8; a Python caller can still pass one, a JSON request
+                cannot) is read as U+FFFD, one code point for one, so span offsets still index the text given.
             evidence: compute evidence spans (one lexical call on the words of flagged texts).
         Returns:
             ``len(texts)`` :class:`TextScore`, in order. English texts get every category of
@@ -344,6 +349,7 @@ class TextScorer:
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
+        texts = [_SURROGATE.sub("\ufffd", t) for t in texts]
         norm = [normalize(t) for t in texts]
         routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm])
         en_idx = [i for i, r in enumerate(routes) if r == "en"]

@@ -38,10 +38,10 @@ def test_a_farewell_is_not_self_harm(text_scorer):
     assert max(scores) < 0.5, scores
 
 
-@pytest.mark.xfail(strict=True, reason="known miss of the fine-tuned encoders: self-harm 0.20 and 0.34 with artifacts "
-                   "2026-12-03-f8525f07, 0.32 and 0.32 with 2026-12-03-edbf9a0d (0.63 and 0.79 on the frozen encoder); "
-                   "Suicide Detection test recall 0.911 (docs/text-moderation.md, 'Hate as its own decision')")
-@pytest.mark.parametrize("text", SUICIDAL_FAREWELLS)
+@pytest.mark.parametrize("text", [pytest.param(t, marks=pytest.mark.xfail(
+    t == SUICIDAL_FAREWELLS[0], strict=True, reason="known miss of the fine-tuned encoders: self-harm 0.20 with artifacts "
+    "2026-12-03-f8525f07, about 0.42 with 2026-12-03-4b441c1b (0.63 on the frozen encoder); Suicide Detection test recall 0.921 "
+    "(docs/text-moderation.md, 'Hate as its own decision')")) for t in SUICIDAL_FAREWELLS])
 def test_a_suicidal_goodbye_is_self_harm(text_scorer, text):
     score = text_scorer.score([text], evidence=False)[0].scores["self-harm"]
     assert score >= 0.5, score

@@ -15,7 +15,7 @@ from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
 
 REPO = Path(__file__).resolve().parents[2]
 #: issue 12's sentences and the category that must flag each (the review threshold of the default policy). "kys" is
-#: near the line: self-harm 0.58 in this batch with artifacts 2026-12-03-edbf9a0d, 0.48 alone (the int8 graph's
+#: near the line: self-harm 0.60 in this batch with artifacts 2026-12-03-4b441c1b, 0.50 alone (the int8 graph's
 #: activation scales are per batch); 0.15 with 2026-12-03-f8525f07, which read it as violence.
 FLAGGED = [("I will kill you", "violence"), ("I'll shoot you tomorrow", "violence"), ("kys", "self-harm"),
            ("I want to end my life", "self-harm")]

@@ -119,7 +119,7 @@ def test_separator_evasions_now_score_like_the_plain_text(text_scorer):
 #: benign controls the model flags for reasons of its own, before and after these rules (issue 12.5:
 #: "The pen is mightier than the sword" 0.67): normalization leaves them as they are (test_benign_controls).
 #: "the zzzqx code": a string of no known word, offensive 0.505 on the fine-tuned encoder of artifacts
-#: 2026-12-03-f8525f07, 0.61 on that of 2026-12-03-edbf9a0d, under the line on the frozen one.
+#: 2026-12-03-f8525f07, 0.53 on that of 2026-12-03-4b441c1b, under the line on the frozen one.
 MODEL_FLAGS = {"The pen is mightier than the sword", "the zzzqx code"}
 
 

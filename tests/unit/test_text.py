@@ -116,6 +116,17 @@ def test_rejects_non_string_input(text_scorer):
         text_scorer.score("one string, not a list")  # type: ignore[arg-type]
 
 
+def test_a_lone_surrogate_is_scored_like_a_replacement_character(text_scorer):
+    """A Python caller can pass surrogate code points (not UTF-8-encodable: the language detector raised
+    UnicodeEncodeError); they read as U+FFFD and spans still index the text given."""
+    texts = ["hi \ud83d there", "you stupid \udc00 bitch", "\ud83d\ude00"]
+    got = text_scorer.score(texts)
+    same = text_scorer.score(["hi \ufffd there", "you stupid \ufffd bitch", "\ufffd\ufffd"])
+    assert [g.scores for g in got] == [s.scores for s in same]
+    assert got[1].scores["offensive"] >= 0.5
+    assert got[1].spans and all(texts[1][sp.start:sp.end] == sp.text for sp in got[1].spans)
+
+
 def test_chinese_insult_inside_an_english_post_is_scored_by_the_chinese_model(text_scorer):
     texts = ["你这个傻逼 hello my friend, how are you today?", "thanks 谢谢 for the help, see you 明天"]
     mixed, benign = text_scorer.score(texts)
