@@ -266,6 +266,11 @@ def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None: 
     for c in D.SAFETY_CATEGORIES:
         if benign[c]:
             out.print(f"benign texts flagged {c}: {benign[c]}", markup=False)
+    t = Table("skin tone", "n", "flagged (any category)", "flagged, e.g.",
+              title="Benign chat with emoji, per skin tone (written messages; score >= 0.5; target <= 0.010)")
+    for tone, n, rate, examples in ev.emoji_chat(scorer):
+        t.add_row(tone, str(n), _f(rate), " | ".join(examples))
+    out.print(t)
     conv = ev.conversation(scorer, safety, quick=quick)
     cats = sorted({c for r in conv for c in r.flagged_rate})
     t = Table("Chit-Chat test", "n", *cats, "any category", "alt-profanity-check", "flagged, e.g.",

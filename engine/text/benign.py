@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-__all__ = ["BENIGN", "BENIGN_CATEGORIES", "BENIGN_TEXTS", "BenignText"]
+__all__ = ["BENIGN", "BENIGN_CATEGORIES", "BENIGN_TEXTS", "SKIN_TONES", "BenignText", "emoji_chat"]
 
 
 class BenignText(NamedTuple):
@@ -223,3 +223,28 @@ BENIGN: tuple[BenignText, ...] = tuple(
 BENIGN_TEXTS: tuple[str, ...] = tuple(b.text for b in BENIGN)
 #: the category of each entry of :data:`BENIGN_TEXTS`, in order
 BENIGN_CATEGORIES: tuple[str, ...] = tuple(b.category for b in BENIGN)
+
+#: everyday chat frames for :func:`emoji_chat` (``{e}`` is the emoji).
+EMOJI_CHAT_FRAMES: tuple[str, ...] = (
+    "{e} great job", "thanks so much {e}", "{e} see you tomorrow", "congrats on the new job {e}", "{e} let's go team",
+    "happy birthday {e}", "my son {e} just started school", "{e} good morning everyone", "love this {e}", "ok {e}",
+    "we did it {e}{e}", "my friend {e} is a nurse", "{e}", "hello {e}", "that's so kind of you {e}")
+#: gesture and person emoji that take a skin tone: thumbs up, folded hands, waving hand, clapping hands, flexed
+#: biceps, boy, woman, man, person, OK hand, victory hand.
+EMOJI_CHAT_EMOJI: tuple[str, ...] = ("\U0001F44D", "\U0001F64F", "\U0001F44B", "\U0001F44F", "\U0001F4AA", "\U0001F466",
+                                     "\U0001F469", "\U0001F468", "\U0001F9D1", "\U0001F44C", "\u270C\uFE0F")
+#: Unicode's Fitzpatrick modifiers, by name; "" = no tone.
+SKIN_TONES: dict[str, str] = {"none": "", "light": "\U0001F3FB", "medium-light": "\U0001F3FC", "medium": "\U0001F3FD",
+                              "medium-dark": "\U0001F3FE", "dark": "\U0001F3FF"}
+
+
+def emoji_chat(tone: str = "none") -> list[str]:
+    """Benign chat messages with emoji (:data:`EMOJI_CHAT_FRAMES` × :data:`EMOJI_CHAT_EMOJI`, 165 texts), each emoji
+    in the skin tone named ``tone`` (a key of :data:`SKIN_TONES`). Written for this project: a model that read a
+    tone as a sign of racist content flagged 19-27 % of them per tone against 3 % with none
+    (docs/text-moderation.md, "Hate as its own decision").
+
+    Raises:
+        KeyError: ``tone`` is not a key of :data:`SKIN_TONES`."""
+    modifier = SKIN_TONES[tone]
+    return [f.format(e=e.replace("\uFE0F", "") + modifier if modifier else e) for f in EMOJI_CHAT_FRAMES for e in EMOJI_CHAT_EMOJI]

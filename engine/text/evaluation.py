@@ -269,6 +269,21 @@ def conversation(scorer: TextScorer, safety_root: Path, *, quick: bool = False) 
     return out
 
 
+def emoji_chat(scorer: TextScorer) -> list[tuple[str, int, float, tuple[str, ...]]]:
+    """False positives on benign chat with emoji in each skin tone (:func:`rtaudit.engine.text.benign.emoji_chat`):
+    ``(tone, n, share flagged by any category ≥ 0.5, up to 3 flagged texts)`` per key of
+    :data:`~rtaudit.engine.text.benign.SKIN_TONES`, each tone's texts scored as one batch."""
+    from rtaudit.engine.text.benign import SKIN_TONES
+    from rtaudit.engine.text.benign import emoji_chat as chat_texts
+
+    out = []
+    for tone in SKIN_TONES:
+        texts = chat_texts(tone)
+        flagged = [max(s.values(), default=0.0) >= 0.5 for s in score_matrix(scorer, texts)]
+        out.append((tone, len(texts), float(np.mean(flagged)), tuple(t for t, f in zip(texts, flagged) if f)[:3]))
+    return out
+
+
 def probes(scorer: TextScorer) -> list[tuple[str, str | None, dict[str, float]]]:
     """``(text, expected category or None, scores)`` for each of :data:`PROBES`."""
     return [(t, c, s) for (t, c), s in zip(PROBES, score_matrix(scorer, [t for t, _ in PROBES]))]

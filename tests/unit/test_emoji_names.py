@@ -175,3 +175,31 @@ def test_emoji_naming_is_bounded_for_hostile_texts() -> None:
     assert pig.text.split() == ["you", "pig", "pig", "pig", "and", "rat", "rat", "rat"]
     s, e = pig.to_original(pig.text.index("rat"), pig.text.index("rat") + 3)
     assert pig.original[s:e] == "🐀"
+
+
+def test_a_skin_tone_changes_nothing_the_model_reads():
+    """Skin tones are dropped from emoji names (a model that read them flagged 19-27 % of benign chat with a toned
+    emoji): every tone of the benign emoji chat reads exactly as the message without one."""
+    from rtaudit.engine.text.benign import SKIN_TONES, emoji_chat
+
+    plain = [normalize(t).text for t in emoji_chat("none")]
+    assert len(plain) == 165
+    for tone in SKIN_TONES:
+        texts = emoji_chat(tone)
+        assert tone == "none" or all(SKIN_TONES[tone] in t for t in texts)
+        assert [normalize(t).text for t in texts] == plain, tone
+
+
+#: share of the benign emoji chat (165 messages, no tone) flagged with artifacts 2026-12-03-4b441c1b: 0.048 as one
+#: batch (gesture emoji read as violence: "✌️ see you tomorrow" 0.86, "👋 let's go team" 0.83; the model before,
+#: 2026-12-03-f8525f07, flagged 12 of 165 scored one at a time); issue 12's benign target is 0.01, so this is a
+#: known miss held at its level.
+EMOJI_CHAT_FLAGGED_MAX = 0.06
+
+
+def test_benign_emoji_chat_flag_rate_is_held(text_scorer):
+    from rtaudit.engine.text.evaluation import emoji_chat
+
+    rows = {tone: rate for tone, _, rate, _ in emoji_chat(text_scorer)}
+    assert len(set(rows.values())) == 1, rows  # tones read as nothing
+    assert rows["none"] <= EMOJI_CHAT_FLAGGED_MAX, rows
