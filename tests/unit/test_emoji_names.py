@@ -190,7 +190,7 @@ def test_a_skin_tone_changes_nothing_the_model_reads():
         assert [normalize(t).text for t in texts] == plain, tone
 
 
-#: share of the benign emoji chat (165 messages, no tone) flagged with artifacts 2026-12-03-4b441c1b: 0.048 as one
+#: share of the benign emoji chat (165 messages, no tone) flagged with artifacts 2026-12-03-4b441c1b: 0.048-0.055 as one
 #: batch (gesture emoji read as violence: "✌️ see you tomorrow" 0.86, "👋 let's go team" 0.83; the model before,
 #: 2026-12-03-f8525f07, flagged 12 of 165 scored one at a time); issue 12's benign target is 0.01, so this is a
 #: known miss held at its level.
