@@ -25,6 +25,8 @@
 * :func:`conversation` — the held-out (``test``) split of the Chit-Chat corpus (people chatting; negatives
   only, never read by training): the share of messages flagged by each category and by any, and by
   alt-profanity-check alone (baseline), for a hash sample and for its messages that laugh (:data:`LAUGHTER`).
+* :func:`emoji_chat` — written benign chat with gesture and person emoji, in no tone and each skin tone: the share
+  flagged per tone (:func:`rtaudit.engine.text.benign.emoji_chat`).
 * :func:`probes` — the threat and self-harm sentences of issue 12 and their benign controls.
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
 
