@@ -19,7 +19,7 @@ dynamic int8 quantization, built from the fp32 export with onnxruntime's own too
 (:func:`quantize_encoder_onnx`): ``onnxruntime.quantization.quantize_dynamic`` stores the
 weights of every MatMul and the embedding tables (Gather) as int8 with 7 significant bits, per output channel
 (:data:`INT8_RECIPE`), activations quantized
-to uint8 per batch at run time. About 23 MB, beside the fp32 file in the same cache, keyed by the same source sha256,
+to uint8 per run at run time, one text per run (:data:`INT8_ROWS_PER_RUN`). About 23 MB, beside the fp32 file in the same cache, keyed by the same source sha256,
 opset and the recipe; the encoder's :attr:`MiniLMEncoder.version` names the precision, so
 embedding memos and every partial say which graph produced them. The quantized kernels are
 CPU kernels: ``auto`` means :data:`CPU_DEFAULT` on CPU and fp32 when the session gets CUDA.
@@ -61,6 +61,15 @@ CPU_DEFAULT = "int8"
 #: how the int8 graph is built (:func:`quantize_encoder_onnx`); part of its file name and of the
 #: model version. Change it whenever that function's output would change.
 INT8_RECIPE = "matmulgather-s8pc7-v2"
+#: texts per onnxruntime run of the int8 graph. Its activations are quantized with one scale per run
+#: (``DynamicQuantizeLinear`` over the whole ``[batch, tokens, 384]`` tensor, padding included), so in a batch
+#: a text's embedding depended on its neighbours: measured 2026-12-03 on 2,132 texts (HatemojiBuild test,
+#: 1,000 Chit-Chat test messages, the functional suite), scored in batches of 64 against alone, 85 texts
+#: changed a decision at 0.5 and a score moved by up to 0.30 (``benchmarks/int8_batch_dependence.py``).
+#: One text per run makes every score its own; on this CPU (1 thread, 640 Davidson dev texts, one run)
+#: int8 gave 123 texts/s one per run, 129 in batches of 64 and 153 in batches of 8, fp32 65 in batches of 64.
+#: fp32 is exact in any batch and keeps :attr:`MiniLMEncoder.batch_size`.
+INT8_ROWS_PER_RUN = 1
 
 
 def cache_dir() -> Path:
@@ -461,7 +470,10 @@ class MiniLMEncoder:
         #: names the graph: source weights, fine-tuned delta (if any), opset, precision (int8: its recipe), token cap.
         src = source_sha256()[:12] + (f"-{delta.tag}" if delta else "")
         self.version = (f"{src}-op{OPSET}-t{max_tokens}" if self.precision == "fp32"
-                        else f"{src}-op{OPSET}-int8-{INT8_RECIPE}-t{max_tokens}")
+                        else f"{src}-op{OPSET}-int8-{INT8_RECIPE}-r{INT8_ROWS_PER_RUN}-t{max_tokens}")
+        #: texts per onnxruntime run: the batch size, but :data:`INT8_ROWS_PER_RUN` on the int8 graph
+        #: (whose activation scale is per run: batched, a text's score would depend on its neighbours).
+        self.rows_per_run = batch_size if self.precision == "fp32" else INT8_ROWS_PER_RUN
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
 
@@ -484,7 +496,7 @@ class MiniLMEncoder:
     def _run(self, ids: list[list[int]], hidden: list | None = None) -> np.ndarray:
         out = np.zeros((len(ids), DIM), dtype=np.float32)
         names = ["embedding", "hidden"] if hidden is not None else ["embedding"]
-        for idx, batch, mask in _batches(ids, self.batch_size):
+        for idx, batch, mask in _batches(ids, self.rows_per_run):
             res = self.session.run(names, {"input_ids": batch, "attention_mask": mask})
             out[idx] = res[0]
             if hidden is not None:
