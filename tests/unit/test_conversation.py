@@ -40,7 +40,7 @@ def test_a_farewell_is_not_self_harm(text_scorer):
 
 @pytest.mark.parametrize("text", [pytest.param(t, marks=pytest.mark.xfail(
     t == SUICIDAL_FAREWELLS[0], strict=True, reason="known miss of the fine-tuned encoders: self-harm 0.20 with artifacts "
-    "2026-12-03-f8525f07, about 0.42 with 2026-12-03-4b441c1b (0.63 on the frozen encoder); Suicide Detection test recall 0.921 "
+    "2026-12-03-f8525f07, about 0.42 with 2026-12-03-4b441c1b, 0.30 with 2026-12-03-97926eb7 (0.63 on the frozen encoder); Suicide Detection test recall 0.920 "
     "(docs/text-moderation.md, 'Hate as its own decision')")) for t in SUICIDAL_FAREWELLS])
 def test_a_suicidal_goodbye_is_self_harm(text_scorer, text):
     score = text_scorer.score([text], evidence=False)[0].scores["self-harm"]

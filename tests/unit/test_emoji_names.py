@@ -131,8 +131,7 @@ def test_emoji_abuse_is_read_and_its_evidence_is_the_emoji(text_scorer):
 
 #: short emoji insults the fine-tuned encoders read near the line: "you 🐷" offensive 0.45 in this test's batch with
 #: artifacts 2026-12-03-f8525f07 (0.62 on the frozen encoder), 0.68 alone with 2026-12-03-4b441c1b; "you're a piece
-#: of 💩" 0.40, now 0.52 alone. The int8 graph quantizes activations per batch, so each moves by about 0.05 with its
-#: batch: the floor says their emoji names reach the model (0.02-0.17 before emoji names), not that they are flagged.
+#: of 💩" 0.40, then 0.52 alone, 0.50 with 2026-12-03-97926eb7 (in any batch: one text per int8 run): the floor says their emoji names reach the model (0.02-0.17 before emoji names), not that they are flagged.
 EMOJI_ABUSE_MISSED = ("you 🐷", "you're a piece of 💩")
 EMOJI_ABUSE_NEAR_LINE = 0.35
 
@@ -145,8 +144,8 @@ def test_everyday_emoji_stay_benign(text_scorer):
 #: HatemojiBuild validation (591 rows), flagged = ``hate`` >= 0.5 (its label is hate at a protected group):
 #: macro-F1 0.445 with ``hate`` capped by ``offensive`` and HatemojiBuild at 0.1 of its weight (artifacts
 #: 2026-12-03-f8525f07), 0.512 with ``hate`` its own decision and HatemojiBuild at full weight (artifacts
-#: 2026-12-03-4b441c1b, int8; test split 0.505, reported only); the floor allows for the int8 graph's
-#: batch-dependent activation scales. Flagged = any category: 0.551 (2026-12-01), 0.576 now.
+#: 2026-12-03-4b441c1b, int8; test split 0.505, reported only); 0.501 with its delta stored as int8 and the int8 graph
+#: run one text at a time (2026-12-03-97926eb7; test 0.507). Flagged = any category: 0.551 (2026-12-01), 0.577 now.
 HATEMOJI_VALIDATION_FLOOR = 0.49
 
 
@@ -191,7 +190,8 @@ def test_a_skin_tone_changes_nothing_the_model_reads():
 
 
 #: share of the benign emoji chat (165 messages, no tone) flagged with artifacts 2026-12-03-4b441c1b: 0.048-0.055 as one
-#: batch (gesture emoji read as violence: "✌️ see you tomorrow" 0.86, "👋 let's go team" 0.83; the model before,
+#: batch, 0.048 with 2026-12-03-97926eb7, whose scores do not depend on the batch (gesture emoji read as violence:
+#: "✌️ see you tomorrow" 0.87, "👋 let's go team" 0.82; the model before,
 #: 2026-12-03-f8525f07, flagged 12 of 165 scored one at a time); issue 12's benign target is 0.01, so this is a
 #: known miss held at its level.
 EMOJI_CHAT_FLAGGED_MAX = 0.06

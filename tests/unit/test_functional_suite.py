@@ -155,7 +155,7 @@ def test_eval_functional_runs_without_data(tmp_path, monkeypatch):
     assert F.TITLE in result.output and "insult_negated" in result.output
 
 
-#: measured with the shipped model (artifacts 2026-12-03-4b441c1b, fine-tuned layers 4-5, int8) on the
+#: measured with the shipped model (artifacts 2026-12-03-97926eb7, fine-tuned layers 4-5, int8 one text per run) on the
 #: functionalities that meet their target, plus the non-hateful identity and threat families; the floors are those
 #: rates less 0.15 (one or two cases per functionality may move with a retrain). Before the fine-tuned encoder
 #: (2026-11-29-943a9b1b, frozen MiniLM): identity_positive 0.88, threat_negated 0.23, insult_counter 0.00,
@@ -165,9 +165,9 @@ def test_eval_functional_runs_without_data(tmp_path, monkeypatch):
 #: decision").
 #: violence_idiom and insult_counter are not independent measurements: engine/text/contrasts.py and
 #: engine/text/context_contrasts.py train on other wordings of the same senses and frames.
-MEASURED = {"insult_direct": 1.00, "insult_counter": 0.80, "group_derogation": 0.88, "identity_neutral": 1.00,
-            "identity_positive": 0.92, "group_reporting": 0.88, "threat_direct": 0.85, "threat_negated": 0.77,
-            "violence_idiom": 1.00, "slur_reclaimed": 1.00, "emoji_benign": 1.00, "evasion_benign": 0.97,
+MEASURED = {"insult_direct": 1.00, "insult_counter": 0.80, "group_derogation": 0.92, "identity_neutral": 1.00,
+            "identity_positive": 0.88, "group_reporting": 0.92, "threat_direct": 0.85, "threat_negated": 0.69,
+            "violence_idiom": 0.92, "slur_reclaimed": 1.00, "emoji_benign": 1.00, "evasion_benign": 1.00,
             "implicit_contrast": 0.88}
 MARGIN = 0.15
 

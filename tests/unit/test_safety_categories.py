@@ -16,7 +16,8 @@ from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
 REPO = Path(__file__).resolve().parents[2]
 #: issue 12's sentences and the category that must flag each (the review threshold of the default policy). "kys" is
 #: near the line: self-harm 0.60 in this batch with artifacts 2026-12-03-4b441c1b, 0.50 alone (the int8 graph's
-#: activation scales are per batch); 0.15 with 2026-12-03-f8525f07, which read it as violence.
+#: activation scales were per batch); 0.53 with 2026-12-03-97926eb7 in any batch (one text per int8 run); 0.15 with
+#: 2026-12-03-f8525f07, which read it as violence.
 FLAGGED = [("I will kill you", "violence"), ("I'll shoot you tomorrow", "violence"), ("kys", "self-harm"),
            ("I want to end my life", "self-harm")]
 #: the same words in their everyday senses: no safety category may flag them.
