@@ -157,3 +157,16 @@ def test_an_int8_embedding_does_not_depend_on_its_batch(encoders):
     assert all(np.array_equal(alone[t], together[i + 1]) for i, t in enumerate(TEXTS))
     assert encoders["int8"].rows_per_run == E.INT8_ROWS_PER_RUN == 1
     assert encoders["fp32"].rows_per_run == encoders["fp32"].batch_size
+
+
+def test_with_two_threads_int8_texts_run_side_by_side_and_stay_their_own(encoders):
+    # one text does not spread over intra-op threads: the encoder runs that many texts at once instead
+    two = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=2, precision="int8")
+    assert two._pool is not None and two._pool._max_workers == 2
+    texts = [" ".join(["a perfectly ordinary message about the weather"] * 6), *TEXTS]
+    got = two.encode(texts)
+    assert all(np.array_equal(got[i], two.encode([t])[0]) for i, t in enumerate(texts))
+    assert np.allclose(got, encoders["int8"].encode(texts), atol=1e-5)  # the single-threaded encoder's embeddings
+    emb, hidden, _ = two.encode_tokens(texts)
+    assert np.array_equal(emb, got) and [h.shape[0] for h in hidden] == [len(i) for i in two.tokenize(texts)]
+    assert E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=2, precision="fp32")._pool is None
