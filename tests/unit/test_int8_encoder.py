@@ -162,11 +162,32 @@ def test_an_int8_embedding_does_not_depend_on_its_batch(encoders):
 def test_with_two_threads_int8_texts_run_side_by_side_and_stay_their_own(encoders):
     # one text does not spread over intra-op threads: the encoder runs that many texts at once instead
     two = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=2, precision="int8")
-    assert two._pool is not None and two._pool._max_workers == 2
+    assert two.parallel_texts == 2
     texts = [" ".join(["a perfectly ordinary message about the weather"] * 6), *TEXTS]
     got = two.encode(texts)
     assert all(np.array_equal(got[i], two.encode([t])[0]) for i, t in enumerate(texts))
-    assert np.allclose(got, encoders["int8"].encode(texts), atol=1e-5)  # the single-threaded encoder's embeddings
+    assert np.array_equal(got, encoders["int8"].encode(texts))  # the single-threaded encoder's embeddings
     emb, hidden, _ = two.encode_tokens(texts)
     assert np.array_equal(emb, got) and [h.shape[0] for h in hidden] == [len(i) for i in two.tokenize(texts)]
-    assert E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=2, precision="fp32")._pool is None
+    assert two._executor()._max_workers == 2
+    assert E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=2, precision="fp32")._executor() is None
+
+
+def test_a_forked_child_gets_its_own_int8_pool(encoders):
+    import os
+
+    two = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=2, precision="int8")
+    before = two.encode(TEXTS)
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: a pool inherited through fork has no threads and would hang here
+        import signal
+
+        signal.alarm(60)  # a hung child dies, and the parent reads nothing
+        try:
+            os.write(write, b"ok" if np.array_equal(two.encode(TEXTS), before) else b"differs")
+        finally:
+            os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    assert os.read(read, 16) == b"ok"
