@@ -345,6 +345,7 @@ class MiniLMEncoder:
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
                  intra_op_threads: int = 0, precision: str | None = None, delta: EncoderDelta | None = None) -> None:
         from rtaudit.engine.models.onnx import providers, session
+        from rtaudit.workers.settings import usable_cores
 
         self.max_tokens = max_tokens
         self.batch_size = batch_size
@@ -353,7 +354,7 @@ class MiniLMEncoder:
         self.precision = resolve_precision(precision, on_gpu="CUDAExecutionProvider" in providers(prefer_gpu))
         self.delta = delta
         self.path = ensure_encoder_onnx(self.precision, delta)
-        threads = intra_op_threads or len(os.sched_getaffinity(0))
+        threads = intra_op_threads or usable_cores()
         # int8 runs one text per run, and one text does not spread over onnxruntime's intra-op threads (2 threads:
         # 286 texts/s one per run, 454 in batches of 64, in another run): with more than one thread, the int8
         # session gets one intra-op thread and :meth:`_executor` runs ``threads`` texts at once. fp32, and int8
