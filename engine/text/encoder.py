@@ -31,6 +31,7 @@ import hashlib
 import json
 import logging
 import os
+import re
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -297,6 +298,24 @@ def _tokenizer(path: Path, max_tokens: int | None):  # type: ignore[no-untyped-d
     return tok
 
 
+#: surrogate code points (U+D800-U+DFFF): not characters; the tokenizer cannot take them.
+SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_batch(tokenizer, texts: list[str], **kwargs):  # type: ignore[no-untyped-def]
+    """``tokenizer.encode_batch(texts, **kwargs)`` (a ``tokenizers.Tokenizer``), with a clear error for what it cannot read.
+
+    Raises:
+        ValueError: a text holds a surrogate code point (the tokenizer's own error is an unexplained ``TypeError``);
+            :meth:`rtaudit.engine.text.scoring.TextScorer.score` replaces them with U+FFFD before encoding."""
+    for i, t in enumerate(texts):
+        m = SURROGATE.search(t)
+        if m:
+            raise ValueError(f"text {i} holds the surrogate code point U+{ord(m.group()):04X} at {m.start()}, which is "
+                             f"not a character; replace it (TextScorer.score writes U+FFFD) before encoding")
+    return tokenizer.encode_batch(texts, **kwargs)
+
+
 class TorchEncoder:
     """The same encoder in torch (the CUDA path, and the reference the ONNX export is checked against).
 
@@ -317,7 +336,7 @@ class TorchEncoder:
         import torch
 
         out = np.zeros((len(texts), DIM), dtype=np.float32)
-        ids = [e.ids for e in self.tokenizer.encode_batch(texts)]
+        ids = [e.ids for e in encode_batch(self.tokenizer, texts)]
         with torch.inference_mode():
             for idx, batch, mask in _batches(ids, self.batch_size):
                 out[idx] = self.module(torch.from_numpy(batch).to(self.device),
@@ -380,11 +399,11 @@ class MiniLMEncoder:
         (``.tokens``, ``.offsets``: what :mod:`rtaudit.engine.text.windows` plans windows over)."""
         if self._untruncated is None:
             self._untruncated = _tokenizer(model_dir(), None)
-        return self._untruncated.encode_batch(texts, add_special_tokens=False)
+        return encode_batch(self._untruncated, texts, add_special_tokens=False)
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text (with [CLS]/[SEP]), at most ``max_tokens`` each."""
-        return [e.ids for e in self.tokenizer.encode_batch(texts)]
+        return [e.ids for e in encode_batch(self.tokenizer, texts)]
 
     def use_cache(self) -> "EmbeddingCache":
         """Memoise embeddings in ``<cache>/embeddings-<version>.npz`` (training and ``rtaudit eval``; not workers)."""
@@ -422,7 +441,7 @@ class MiniLMEncoder:
         included) and the tokens' ``(start, end)`` character offsets in the text (``(0, 0)`` for specials)."""
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32), [], []
-        enc = self.tokenizer.encode_batch(texts)
+        enc = encode_batch(self.tokenizer, texts)
         hidden: list = [None] * len(texts)
         emb = self._run([e.ids for e in enc], hidden)
         return emb, hidden, [list(e.offsets) for e in enc]

@@ -47,11 +47,10 @@ import numpy as np
 
 from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
 from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social_view
+from rtaudit.engine.text.encoder import SURROGATE
 from rtaudit.engine.text.normalize import NormalizedText, detection_view, normalize
 from rtaudit.engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
 
-#: surrogate code points: not characters, and the language detector and the tokenizer cannot encode them.
-_SURROGATE = re.compile("[\ud800-\udfff]")
 
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
 HAN_SHARE = 0.3
@@ -350,7 +349,7 @@ class TextScorer:
         for t in texts:
             if not isinstance(t, str):
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
-        texts = [_SURROGATE.sub("\ufffd", t) for t in texts]
+        texts = [SURROGATE.sub("\ufffd", t) for t in texts]
         norm = [normalize(t) for t in texts]
         routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm])
         en_idx = [i for i, r in enumerate(routes) if r == "en"]

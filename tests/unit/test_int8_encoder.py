@@ -191,3 +191,13 @@ def test_a_forked_child_gets_its_own_int8_pool(encoders):
     os.close(write)
     os.waitpid(pid, 0)
     assert os.read(read, 16) == b"ok"
+
+
+def test_a_lone_surrogate_is_refused_with_a_clear_error_and_the_scorer_replaces_it(encoders, text_scorer):
+    """The tokenizer's own error for a surrogate code point is an unexplained ``TypeError``; the encoder names the
+    text and the code point, and the public path (``TextScorer.score``) still scores the text."""
+    enc = encoders["int8"]
+    with pytest.raises(ValueError, match=r"text 1 holds the surrogate code point U\+D83D at 4"):
+        enc.encode(["fine", "you \ud83d idiot"])
+    scores = text_scorer.score(["you \ud83d idiot"])[0]
+    assert scores.scores["offensive"] > 0.5
