@@ -254,7 +254,7 @@ def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None: 
     rows, benign = ev.safety(scorer, data, safety, quick=quick)
     t = Table("dataset", "split", "category", "n", "pos", "P", "R", "F1", "FP rate", "target R >= 0.80",
               title="Threats, self-harm and implicit hate: held-out splits (score >= 0.5; never trained or tuned on; "
-                    "the ToxiGen row's FP rate is its neutral statements about a group read as hate)")
+                    "the DynaHate and ToxiGen rows' FP rate is their non-hateful statements read as hate)")
     for r in rows:
         t.add_row(r.dataset, r.split, r.category, str(r.model.n), str(r.model.support), _f(r.model.precision),
                   _f(r.model.recall), _f(r.model.f1), _f(r.false_positive_rate),

@@ -78,6 +78,7 @@ from __future__ import annotations
 import csv
 import gzip
 import hashlib
+import io
 import json
 import os
 import re
@@ -96,7 +97,7 @@ CATEGORIES: tuple[str, ...] = ("offensive", "hate", "targeted_insult", "violence
 SAFETY_CATEGORIES: tuple[str, ...] = ("violence", "self-harm")
 DATASETS = ("davidson", "olid", "hatexplain", "cold", "jigsaw_sample", "hatemoji_build")
 #: datasets read from :func:`safety_data_dir` instead of ``shared/data``.
-SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie", "chitchat", "toxigen")
+SAFETY_DATASETS = ("threatgram101", "suicide_detection", "epie", "chitchat", "dynahate", "toxigen")
 #: ToxiGen's demonstration files (``prompts/<kind>_<group>_1k.txt``): 16 target groups with implicit-hate
 #: statements, 15 with neutral ones (the repository has no ``neutral_trans``).
 TOXIGEN_GROUPS = ("asian", "bisexual", "black", "chinese", "immigrant", "jewish", "latino", "lgbtq", "mental_disability",
@@ -104,6 +105,10 @@ TOXIGEN_GROUPS = ("asian", "bisexual", "black", "chinese", "immigrant", "jewish"
 TOXIGEN_FILES = tuple(f"{kind}_{g}_1k.txt" for kind in ("hate", "neutral") for g in TOXIGEN_GROUPS
                       if (kind, g) != ("neutral", "trans"))
 #: a suicide_detection post is cut to its first this many words.
+#: DynaHate's files (official train and test, texts and labels): :func:`load_dynahate`.
+DYNAHATE_FILES = ("Train.csv", "Train_label.csv", "Test.csv", "Test_label.csv")
+#: share of DynaHate's official train file kept as ``dev`` (checkpoint, C and thresholds), by hash of the text.
+DYNAHATE_DEV = 0.15
 SAFETY_WORDS = 40
 #: shares of the three-way hashed split of the safety sets (the rest is train).
 SAFETY_DEV, SAFETY_TEST = 0.15, 0.20
@@ -156,6 +161,7 @@ def safety_files(root: Path) -> dict[str, list[Path]]:
             "suicide_detection": [t / "suicide_detection/Suicide_Detection.xlsx"],
             "epie": [t / "epie/Static_Idioms_Words.txt", t / "epie/Formal_Idioms_Words.txt"],
             "chitchat": [t / "chitchat/dataset.json"],
+            "dynahate": [t / "dynahate" / name for name in DYNAHATE_FILES],
             "toxigen": [t / "toxigen" / name for name in TOXIGEN_FILES]}
 
 
@@ -164,7 +170,11 @@ def safety_files(root: Path) -> dict[str, list[Path]]:
 #: with its train split (2026-12-03) learned implicit hate (functional implicit_derogation 0.21 -> 0.67-0.92, ToxiGen
 #: test hate recall 0.10 -> 0.61-0.83) but read sentences naming a group as abuse (identity_positive 0.33-0.42,
 #: implicit_contrast 0.33-0.46, benign list up to 3 of 168; docs/text-moderation.md, "Counterfactual pairs").
-EVALUATION_ONLY_SETS = frozenset({"toxigen"})
+#: DynaHate: fine-tuned with its train split (2026-12-03, runs D1-D4) the encoder learnt implicit and emoji hate
+#: (HatemojiBuild test ``hate`` macro-F1 0.507 -> 0.61, ToxiGen recall 0.19 -> 0.43, its own test F1 0.35 -> 0.65)
+#: but read positive and negated statements about groups as hate (identity_positive 0.88 -> 0.50,
+#: implicit_contrast 0.88 -> 0.58; docs/text-moderation.md, "DynaHate"): read for evaluation until a run keeps them.
+EVALUATION_ONLY_SETS = frozenset({"toxigen", "dynahate"})
 
 
 def required_safety_files(root: Path) -> list[Path]:
@@ -253,6 +263,58 @@ def load_toxigen(root: Path) -> list[Example]:
     for e in _dedup_split(rows, "toxigen", "violence"):
         y = e.labels["violence"]
         out.append(replace(e, labels={"offensive": y, "hate": y}))
+    return out
+
+
+def load_dynahate(root: Path) -> list[Example]:
+    """The Dynamically Generated Hate Speech Dataset (DynaHate; Vidgen, Thrush, Waseem & Kiela 2021, "Learning from
+    the Worst", ACL): short English statements written by trained annotators to fool a hate classifier over four
+    rounds, half of them hateful (derogation, dehumanisation, animosity, threats, support for hateful groups) and the
+    rest their contrasts: counter-speech, negation, quoting, identities in neutral or positive statements, profanity
+    at no protected group. Read from the copy of its official train and test splits (text and binary label, one
+    row a line, tab-separated CSV) in ``ecanbazer/DynBERT`` @ ``494d0d3``, ``data/{Train,Test}{,_label}.csv``
+    (:data:`DYNAHATE_FILES`; ``training_data.DATA_PROVENANCE["dynahate"]``).
+
+    Splits: the official test file is ``test`` (reported only); the official train file is split by hash of the
+    text (:func:`hashed_split`, :data:`DYNAHATE_DEV` of it ``dev``), after dropping every text also in the test
+    file, every repeat and every text seen with both labels.
+
+    Labels: ``hate`` only, 1 for hateful and 0 for not. The other categories are absent: its non-hateful rows hold
+    profanity and insults at no protected group ("boris johnson is a cunt"), which is ``offensive`` in this
+    taxonomy; labelled ``offensive`` (hateful 1, not hateful 0), a fine-tuned encoder read positive statements
+    about groups as ``offensive`` ("We should celebrate Jews." 0.83; docs/text-moderation.md, "DynaHate"); its
+    threats are not marked in this copy ("i'm going to kill Amy" is "not hate").
+    Returns ``list[Example]`` (dataset ``dynahate``).
+
+    Raises:
+        FileNotFoundError: a DynaHate file is not under ``root``.
+        ValueError: a text file and its label file differ in length, or a label is not 0/1."""
+    texts_train, labels_train, texts_test, labels_test = (p for p in safety_files(root)["dynahate"])
+
+    def read(texts: Path, labels: Path) -> list[tuple[str, int]]:
+        rows = [r[0] if r else "" for r in csv.reader(io.StringIO(texts.read_text(encoding="utf-8"), newline=""), delimiter="\t")]
+        ys = labels.read_text(encoding="utf-8").split()
+        if len(rows) != len(ys) or not set(ys) <= {"0", "1"}:
+            raise ValueError(f"{texts.name}: {len(rows)} texts but {len(ys)} labels (or a label not 0/1) in {labels.name}")
+        return [(t, int(y)) for t, y in zip(rows, ys)]
+
+    out: list[Example] = []
+    seen: dict[str, set[int]] = {}
+    split_rows = {"test": read(texts_test, labels_test), "train": read(texts_train, labels_train)}
+    for split, rows in split_rows.items():
+        for text, y in rows:
+            if _LETTER.search(text):
+                seen.setdefault(f"{split}:{text_key(text)}", set()).add(y)
+    test_keys = {k.split(":", 1)[1] for k in seen if k.startswith("test:")}
+    for split, rows in split_rows.items():
+        taken: set[str] = set()
+        for i, (text, y) in enumerate(rows):
+            key = text_key(text)
+            if not _LETTER.search(text) or key in taken or len(seen[f"{split}:{key}"]) > 1 or (split == "train" and key in test_keys):
+                continue
+            taken.add(key)
+            s = split if split == "test" else hashed_split(key, dev_fraction=DYNAHATE_DEV)
+            out.append(Example(text, {"hate": y}, "dynahate", s, f"{split}:{i}"))
     return out
 
 
@@ -383,7 +445,7 @@ def load_hatemoji(root: Path) -> list[Example]:
 
 LOADERS = {"davidson": load_davidson, "olid": load_olid, "hatexplain": load_hatexplain, "cold": load_cold, "jigsaw_sample": load_jigsaw,
            "hatemoji_build": load_hatemoji, "threatgram101": load_threatgram, "suicide_detection": load_suicide_detection,
-           "epie": load_epie, "chitchat": load_chitchat, "toxigen": load_toxigen}
+           "epie": load_epie, "chitchat": load_chitchat, "dynahate": load_dynahate, "toxigen": load_toxigen}
 
 
 def load(dataset: str, root: Path, split: str | None = None) -> list[Example]:

@@ -187,6 +187,7 @@ def hatemoji(scorer: TextScorer, root: Path, split: str = "dev") -> dict[str, fl
 SAFETY_SETS: tuple[tuple[str, str, str, str], ...] = (("threatgram101", "test", "violence", "safety"),
                                                       ("suicide_detection", "test", "self-harm", "safety"),
                                                       ("hatemoji_build", "test", "violence", "shared"),
+                                                      ("dynahate", "test", "hate", "safety"),
                                                       ("toxigen", "test", "hate", "safety"))
 #: issue 12's threat and self-harm sentences (text, the category that must flag it) and benign
 #: controls that share their words (no new category may flag them).

@@ -157,6 +157,24 @@ DATA_PROVENANCE = {
                 "fitted": "- (not fitted, EVALUATION_ONLY_SETS: fine-tuned on, the encoder read sentences naming a group as abuse)",
                 "model_selection": "-",
                 "reported_only": "hashed test (20 %): hate P/R and neutral statements read as hate, rtaudit eval"},
+    "dynahate": {"source": "Dynamically Generated Hate Speech Dataset v0.2 (Vidgen, Thrush, Waseem & Kiela 2021, "
+                            "'Learning from the Worst', ACL; bvidgen/Dynamically-Generated-Hate-Speech-Dataset): "
+                            "annotator-written hateful statements and their contrasts over four adversarial rounds",
+                 "repository": "ecanbazer/DynBERT", "commit": "494d0d3",
+                 "path": "data/Train.csv, data/Train_label.csv, data/Test.csv, data/Test_label.csv (its official "
+                         "train and test splits, text and binary label; the original repository's CSV files are "
+                         "over the 4 MiB a snapshot here carries)",
+                 "licence": "none stated by the original repository (free for use with citation of the ACL 2021 "
+                            "paper); the copy's repository is MIT: kept out of this repository, used for training "
+                            "and evaluation only",
+                 "rows": "32,497 train and 4,062 test lines; 36,371 distinct texts after dropping repeats, texts "
+                         "with both labels and train texts also in test",
+                 "labels": "hate -> hate 1; nothate -> hate 0; no other category (its non-hateful rows hold "
+                           "profanity at no protected group)",
+                 "fitted": "- (not fitted, EVALUATION_ONLY_SETS: fine-tuned on its train split, the encoder read "
+                           "positive and negated statements about groups as hate; docs/text-moderation.md, 'DynaHate')",
+                 "model_selection": "-",
+                 "reported_only": "official test: hate P/R and non-hateful statements read as hate, rtaudit eval"},
     "contrasts": _written("engine/text/contrasts.py", "figurative uses of violent words", "violence 0",
                           "- (none is in the benign list, the functional suite or the probes)"),
     "context_contrasts": _written("engine/text/context_contrasts.py", "insults, group derogation and threats negated, "

@@ -41,9 +41,12 @@ def test_the_head_the_manifest_and_the_policy_know_the_new_categories():
 
 def test_the_manifest_names_where_each_safety_set_comes_from():
     manifest = load_manifest()
+    from rtaudit.engine.text.training_data import DATA_PROVENANCE
+
     provenance = manifest["data_provenance"]
-    for name in D.SAFETY_DATASETS:
-        assert {"repository", "commit", "licence", "fitted", "reported_only"} <= set(provenance[name]), name
+    for name in D.SAFETY_DATASETS:  # a fitted set in the manifest; an evaluation-only one at least in the code
+        entry = DATA_PROVENANCE[name] if name in D.EVALUATION_ONLY_SETS else provenance[name]
+        assert {"repository", "commit", "licence", "fitted", "reported_only"} <= set(entry), name
     assert provenance["contrasts"]["repository"] == "this repository"
     assert provenance["threatgram101"]["licence"].startswith("CC-BY-4.0")
     recorded = manifest["safety_training_data"]
@@ -178,7 +181,10 @@ def test_epie_sentences_are_read_back_as_prose():
 
 
 def test_safety_sets_load_with_disjoint_splits(safety_data_dir):
-    for name, category in (("threatgram101", "violence"), ("suicide_detection", "self-harm"), ("epie", "violence")):
+    for name, category in (("threatgram101", "violence"), ("suicide_detection", "self-harm"), ("epie", "violence"),
+                           ("dynahate", "hate")):
+        if not all(p.is_file() for p in D.safety_files(safety_data_dir)[name]):
+            continue  # an evaluation-only set not fetched
         rows = D.load(name, safety_data_dir)
         assert {r.split for r in rows} == {"train", "dev", "test"}
         keys = {s: {D.text_key(r.text) for r in rows if r.split == s} for s in ("train", "dev", "test")}
@@ -199,9 +205,9 @@ def test_training_never_reads_a_safety_test_split(data_dir, safety_data_dir):
     assert not {r.dataset for r in rows} & D.EVALUATION_ONLY_SETS
     test_keys = {D.text_key(r.text) for name in fitted for r in D.load(name, safety_data_dir, "test")}
     assert not test_keys & {D.text_key(r.text) for r in rows if r.dataset in D.SAFETY_DATASETS}
-    for name in D.EVALUATION_ONLY_SETS:  # where fetched: none of its texts, in any split, is a training row
+    for name in D.EVALUATION_ONLY_SETS:  # where fetched: none of the texts it reports is a training row
         if all(p.is_file() for p in D.safety_files(safety_data_dir)[name]):
-            assert not {D.text_key(r.text) for r in D.load(name, safety_data_dir)} & {D.text_key(r.text) for r in rows}
+            assert not {D.text_key(r.text) for r in D.load(name, safety_data_dir, "test")} & {D.text_key(r.text) for r in rows}
     recorded = load_manifest()["safety_training_data"]
     from rtaudit.engine.hashing import sha256_file
 
@@ -245,6 +251,51 @@ def test_toxigen_loader_reads_every_statement_once_with_its_label(tmp_path):
     assert not any(r.text.startswith("-") or r.text.endswith("\\n") for r in rows)
     assert len(rows) == 16 * 2 + 15  # two hate statements per group, one neutral (no neutral_trans file)
     assert all(r.split == D.hashed_split3(D.text_key(r.text)) for r in rows)
+
+
+def _write_dynahate(root: Path, train: list[tuple[str, int]], test: list[tuple[str, int]]) -> None:
+    """DynaHate's four files as the copy ``ecanbazer/DynBERT`` writes them: tab-separated CSV, one text a line
+    (quoted when it holds a quote), and one 0/1 label a line."""
+    import csv
+
+    folder = root / "text" / "dynahate"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("Train", train), ("Test", test)):
+        with (folder / f"{name}.csv").open("w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, delimiter="\t", lineterminator="\n")
+            for text, _ in rows:
+                w.writerow([text])
+        (folder / f"{name}_label.csv").write_text("".join(f"{y}\n" for _, y in rows), encoding="utf-8")
+
+
+def test_dynahate_loader_keeps_the_official_test_apart_and_drops_repeats_and_contradictions(tmp_path):
+    """On files the test writes: the official test file is ``test``; a train text also in test, a repeat and a text
+    with both labels are dropped; a quoted text reads back whole; rows label ``hate`` alone (1 hateful, 0 not);
+    the train file is split by hash of the text, the same on every load."""
+    train = [(f"group {i} are a burden", 1) for i in range(200)] + [(f"group {i} are welcome here", 0) for i in range(200)]
+    train += [("they said \"go home\" to my neighbour, it was awful", 0), ("this text is also in test", 1),
+              ("Repeat me", 1), ("repeat  me", 1), ("both labels", 1), ("both labels", 0), ("", 0), ("123", 1)]
+    test = [("this text is also in test", 1), ("group x are vermin", 1), ("I love group x", 0)]
+    _write_dynahate(tmp_path, train, test)
+    rows = D.load("dynahate", tmp_path)
+    by_text = {r.text: r for r in rows}
+    assert {r.text for r in rows if r.split == "test"} == {t for t, _ in test}
+    train_rows = [r for r in rows if r.split != "test"]
+    assert "this text is also in test" not in {r.text for r in train_rows}
+    assert "both labels" not in by_text and "123" not in by_text and "" not in by_text
+    assert sum(D.text_key(r.text) == "repeat me" for r in rows) == 1
+    assert by_text['they said "go home" to my neighbour, it was awful'].labels == {"hate": 0}
+    assert by_text["group x are vermin"].labels == {"hate": 1}
+    dev = sum(r.split == "dev" for r in train_rows)
+    assert 0.08 < dev / len(train_rows) < 0.22 and {r.split for r in train_rows} == {"train", "dev"}
+    assert [(r.text, r.split) for r in D.load("dynahate", tmp_path)] == [(r.text, r.split) for r in rows]
+
+
+def test_dynahate_loader_refuses_labels_that_do_not_match_the_texts(tmp_path):
+    _write_dynahate(tmp_path, [("a", 1), ("b", 0)], [("c", 1)])
+    (tmp_path / "text" / "dynahate" / "Train_label.csv").write_text("1\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="2 texts but 1 labels"):
+        D.load("dynahate", tmp_path)
 
 
 def test_short_fragments_pair_by_shared_word_and_never_repeat_an_abusive_fragment():
