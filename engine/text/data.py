@@ -104,11 +104,11 @@ TOXIGEN_GROUPS = ("asian", "bisexual", "black", "chinese", "immigrant", "jewish"
                   "mexican", "middle_east", "muslim", "native_american", "physical_disability", "trans", "women")
 TOXIGEN_FILES = tuple(f"{kind}_{g}_1k.txt" for kind in ("hate", "neutral") for g in TOXIGEN_GROUPS
                       if (kind, g) != ("neutral", "trans"))
-#: a suicide_detection post is cut to its first this many words.
 #: DynaHate's files (official train and test, texts and labels): :func:`load_dynahate`.
 DYNAHATE_FILES = ("Train.csv", "Train_label.csv", "Test.csv", "Test_label.csv")
 #: share of DynaHate's official train file kept as ``dev`` (checkpoint, C and thresholds), by hash of the text.
 DYNAHATE_DEV = 0.15
+#: a suicide_detection post is cut to its first this many words.
 SAFETY_WORDS = 40
 #: shares of the three-way hashed split of the safety sets (the rest is train).
 SAFETY_DEV, SAFETY_TEST = 0.15, 0.20
@@ -289,7 +289,7 @@ def load_dynahate(root: Path) -> list[Example]:
     Raises:
         FileNotFoundError: a DynaHate file is not under ``root``.
         ValueError: a text file and its label file differ in length, or a label is not 0/1."""
-    texts_train, labels_train, texts_test, labels_test = (p for p in safety_files(root)["dynahate"])
+    texts_train, labels_train, texts_test, labels_test = safety_files(root)["dynahate"]
 
     def read(texts: Path, labels: Path) -> list[tuple[str, int]]:
         rows = [r[0] if r else "" for r in csv.reader(io.StringIO(texts.read_text(encoding="utf-8"), newline=""), delimiter="\t")]
@@ -299,18 +299,17 @@ def load_dynahate(root: Path) -> list[Example]:
         return [(t, int(y)) for t, y in zip(rows, ys)]
 
     out: list[Example] = []
-    seen: dict[str, set[int]] = {}
     split_rows = {"test": read(texts_test, labels_test), "train": read(texts_train, labels_train)}
+    labels: dict[tuple[str, str], set[int]] = {}  # (split, text key) -> the labels it was given
     for split, rows in split_rows.items():
         for text, y in rows:
-            if _LETTER.search(text):
-                seen.setdefault(f"{split}:{text_key(text)}", set()).add(y)
-    test_keys = {k.split(":", 1)[1] for k in seen if k.startswith("test:")}
+            labels.setdefault((split, text_key(text)), set()).add(y)
     for split, rows in split_rows.items():
         taken: set[str] = set()
         for i, (text, y) in enumerate(rows):
             key = text_key(text)
-            if not _LETTER.search(text) or key in taken or len(seen[f"{split}:{key}"]) > 1 or (split == "train" and key in test_keys):
+            if (not _LETTER.search(text) or key in taken or len(labels[split, key]) > 1
+                    or (split == "train" and ("test", key) in labels)):
                 continue
             taken.add(key)
             s = split if split == "test" else hashed_split(key, dev_fraction=DYNAHATE_DEV)
