@@ -207,15 +207,15 @@ IDENTITY_MAX_FACTOR = 4.0
 
 def identity_balanced(y: np.ndarray, datasets: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Instance-weighting factors ``float64[n]`` that make a dataset's labels independent of the group a text names:
-    a row of dataset ``d``, group ``z`` (``keys[n]``, :func:`rtaudit.engine.text.identity_terms.identity_key`, ``""``
-    for none) and class ``c`` (``y``: ``int[n]``) gets ``P(c | d) / P(c | d, z)``, the debiasing weight of Zhang,
+    a row of dataset ``d`` (``datasets``: ``str[n]``), group ``z`` (``keys``: ``str[n]``,
+    :func:`rtaudit.engine.text.identity_terms.identity_key`, ``""`` for none) and class ``c`` (``y``: ``int[n]``) gets ``P(c | d) / P(c | d, z)``, the debiasing weight of Zhang,
     Wang, Hu, Xiao, Wang, Zhang and Liu (2020), "Demographics Should Not Be the Reason of Toxicity: Mitigating
     Discrimination in Text Classifications with Instance Weighting" (ACL). ``P(c | d, z)`` is shrunk toward ``P(c | d)``
     by :data:`IDENTITY_PRIOR_ROWS` pseudo-rows and the factor clipped to :data:`IDENTITY_MAX_FACTOR`; each (dataset,
     class) cell is then rescaled to its total before, so that it multiplies :func:`balanced_weights` without moving
     weight between cells.
 
-    Why: in DynaHate 65-73 % of the rows that name Black people, women, Muslims or Jews are hateful against 43 % of
+    Why: in DynaHate 65-73 % of the rows that name Black people, women, Muslims or Jews are hateful against 41 % of
     those that name no group, so a head fitted on it read "We should celebrate Black people." as hate (docs/
     text-moderation.md, "DynaHate")."""
     factors = np.ones(len(y))
