@@ -62,6 +62,8 @@ def text_finetune(
     batch_size: Annotated[int, typer.Option(help="rows per step")] = 32,
     evals: Annotated[int, typer.Option(help="dev evaluations (checkpoint choices) over the run")] = 3,
     seed: Annotated[int, typer.Option(help="the run's seed (batch order, head init)")] = 20261201,
+    pair_weight: Annotated[float, typer.Option(help="weight of the pairwise loss on contrast twins (a hateful "
+                                                "statement above its non-hateful edit; 0: off)")] = 0.0,
     budget_s: Annotated[Optional[float], typer.Option(help="stop training after this many seconds (the best dev "
                                                       "checkpoint so far is kept)")] = None,
     refit: Annotated[bool, typer.Option(help="refit every head on the fine-tuned encoder afterwards "
@@ -77,7 +79,7 @@ def text_finetune(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     F.set_threads()
     report = F.run(data, safety_data, refit=refit, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size,
-                   evals=evals, seed=seed, budget_s=budget_s)
+                   evals=evals, seed=seed, pair_weight=pair_weight, budget_s=budget_s)
     console.print(json.dumps({k: v for k, v in report.items()}, indent=1), markup=False, soft_wrap=True)
 
 

@@ -129,6 +129,10 @@ class Example:
     #: HateXplain: per-token rationale flags for ``tokens`` (text = " ".join(tokens)).
     tokens: tuple[str, ...] = ()
     rationale: tuple[int, ...] = field(default=())
+    #: the ``uid`` of this row's contrast twin in the same dataset and split: the same statement minimally edited to
+    #: flip its label, as the dataset's authors wrote it (HatemojiBuild's ``matched_id``; DynaHate's neighbouring row),
+    #: ``""`` for none. Read by :func:`rtaudit.engine.text.training_data.contrast_pairs`.
+    twin: str = ""
 
 
 def hashed_split(uid: str, seed: int = SPLIT_SEED, dev_fraction: float = DEV_FRACTION) -> str:
@@ -284,6 +288,10 @@ def load_dynahate(root: Path) -> list[Example]:
     taxonomy; labelled ``offensive`` (hateful 1, not hateful 0), a fine-tuned encoder read positive statements
     about groups as ``offensive`` ("We should celebrate Jews." 0.83; docs/text-moderation.md, "DynaHate"); its
     threats are not marked in this copy ("i'm going to kill Amy" is "not hate").
+    Twins (``Example.twin``): a row's twin is the row before it in the same file when their labels differ. Rounds 2-4
+    pair each original with a perturbation that flips its label, and the files mostly keep the two next to each other:
+    of 32,496 neighbouring pairs in the train file, 9,390 have opposite labels and a ``difflib`` ratio ≥ 0.6
+    (:func:`rtaudit.engine.text.training_data.contrast_pairs` keeps only the similar ones).
     Returns ``list[Example]`` (dataset ``dynahate``).
 
     Raises:
@@ -313,7 +321,8 @@ def load_dynahate(root: Path) -> list[Example]:
                 continue
             taken.add(key)
             s = split if split == "test" else hashed_split(key, dev_fraction=DYNAHATE_DEV)
-            out.append(Example(text, {"hate": y}, "dynahate", s, f"{split}:{i}"))
+            twin = f"{split}:{i - 1}" if i and rows[i - 1][1] != y else ""
+            out.append(Example(text, {"hate": y}, "dynahate", s, f"{split}:{i}", twin=twin))
     return out
 
 
@@ -438,7 +447,7 @@ def load_hatemoji(root: Path) -> list[Example]:
                 hate = int(row["label_gold"])
                 labels = {"hate": hate} if hate and row["type"] == "animosity" else {"hate": hate, "offensive": hate}
                 labels |= {"violence": int(hate and row["type"] == "threateninglanguage"), "self-harm": 0}
-                out.append(Example(row["text"], labels, "hatemoji_build", split, row["entry_id"]))
+                out.append(Example(row["text"], labels, "hatemoji_build", split, row["entry_id"], twin=row["matched_id"]))
     return out
 
 

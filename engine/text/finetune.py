@@ -21,7 +21,10 @@ library versions gives the same delta):
 * **Loss**: masked, weighted binary cross-entropy per category: the labels and sample weights
   ``train_english`` fits each category with (:func:`targets`: balanced per (dataset, class), times
   ``DATASET_WEIGHT``, each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), a category
-  absent from a row's dataset masked out.
+  absent from a row's dataset masked out. With ``pair_weight`` (``--pair-weight``), plus that weight times the
+  RankNet loss (:func:`pair_loss`) of each contrast pair (:func:`rtaudit.engine.text.training_data.contrast_pairs`:
+  a hateful statement and its minimal non-hateful edit, as HatemojiBuild and DynaHate wrote them) in the batch: a
+  row's twin joins its batch, for the pair loss only (its own batch fits its labels).
 * **Optimiser**: AdamW, no weight decay; peak lr 4e-5 (layers) and 1e-3 (head), 5 % linear warm-up then
   linear decay; batch 32 of similar-length rows; gradient norm clipped at 1; ``--epochs`` passes (default 1:
   2,378 steps over 76,069 train rows), dev checkpoints ``--evals`` times (default 3), the best kept (the base
@@ -255,6 +258,51 @@ def embed_rows(model: TopLayers, states: list[np.ndarray], batch_size: int = 128
     return out
 
 
+def contrast_pair_columns(examples, train: np.ndarray) -> dict[int, np.ndarray]:  # type: ignore[no-untyped-def]
+    """Category column → its contrast twins ``int64[P, 2]`` (positive row, negative row) among the ``train``
+    rows (``bool[n]``; :func:`rtaudit.engine.text.training_data.contrast_pairs`), for every category that has any."""
+    from rtaudit.engine.text import data as D
+    from rtaudit.engine.text.training_data import contrast_pairs
+
+    out = {c: contrast_pairs(examples, cat, train) for c, cat in enumerate(D.CATEGORIES)}
+    return {c: p for c, p in out.items() if len(p)}
+
+
+def twin_index(pairs: dict[int, np.ndarray]) -> dict[int, list[int]]:
+    """Row → the rows it is paired with, in any category (both directions)."""
+    out: dict[int, list[int]] = {}
+    for p in pairs.values():
+        for a, b in p.tolist():
+            out.setdefault(a, []).append(b)
+            out.setdefault(b, []).append(a)
+    return out
+
+
+def with_twins(rows: np.ndarray, twins: dict[int, list[int]]) -> np.ndarray:
+    """``rows`` followed by their twins not already among them (each once, in order of first mention)."""
+    if not twins:
+        return rows
+    seen = set(rows.tolist())
+    extra = [t for r in rows.tolist() for t in twins.get(r, ()) if not (t in seen or seen.add(t))]
+    return np.concatenate([rows, np.array(extra, dtype=rows.dtype)]) if extra else rows
+
+
+def pair_loss(logits, rows: np.ndarray, pairs: dict[int, np.ndarray]):  # type: ignore[no-untyped-def]
+    """Summed logistic pairwise loss ``softplus(z_neg - z_pos)`` (RankNet's, Burges et al. 2005, ICML) of every
+    contrast pair whose two rows are both in ``rows`` (``logits``: ``float32[len(rows), C]``, the pair's category
+    column): 0.69 for a tie, → 0 as the hateful twin's logit rises above the non-hateful one's."""
+    import torch
+
+    at = {r: k for k, r in enumerate(rows.tolist())}
+    total = logits.new_zeros(())
+    for c, p in pairs.items():
+        both = [(at[a], at[b]) for a, b in p.tolist() if a in at and b in at]
+        if both:
+            idx = torch.tensor(both)
+            total = total + torch.nn.functional.softplus(logits[idx[:, 1], c] - logits[idx[:, 0], c]).sum()
+    return total
+
+
 def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:  # type: ignore[no-untyped-def]
     """Per English dev set, macro-F1 over the categories it labels at each category's best pooled dev threshold
     (model selection only: the shipped thresholds come from the refit, ``rtaudit text train``)."""
@@ -279,7 +327,7 @@ def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:
 
 
 def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0, lr: float = 4e-5, head_lr: float = 1e-3,
-             batch_size: int = 32, l2sp: float = 0.0, evals: int = 3, seed: int = 20261201,
+             batch_size: int = 32, l2sp: float = 0.0, pair_weight: float = 0.0, evals: int = 3, seed: int = 20261201,
              budget_s: float | None = None, max_train: int | None = None) -> tuple[dict[str, np.ndarray], dict]:
     """Train the top layers (see the module docstring); returns ``(delta, report)`` of the best dev checkpoint."""
     import torch
@@ -318,6 +366,8 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
     warm = max(1, total // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda s: min((s + 1) / warm, max(0.0, (total - s) / (total - warm))))
     yt, wt = torch.from_numpy(y), torch.from_numpy(w)
+    pairs = contrast_pair_columns(examples, np.isin(np.arange(len(examples)), train_rows)) if pair_weight else {}
+    twins = twin_index(pairs)
 
     def dev_eval() -> tuple[float, dict]:
         emb = embed_rows(model, [cache.get(keys[i]) for i in dev_rows])
@@ -338,10 +388,16 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
     while step < total and not stopped:
         for batch in length_batches(lengths[train_rows], batch_size, rng):
             rows = train_rows[batch]
+            n_own = len(rows)
+            rows = with_twins(rows, twins)
             h, mask = _pad([cache.get(keys[i]).astype(np.float32) for i in rows])
             emb = model.embed(h, mask)
             logits = emb @ model.head.weight[:, :E.DIM].T + lexf[rows, None] * model.head.weight[:, E.DIM:].T * lex_mask + model.head.bias
-            loss = (torch.nn.functional.binary_cross_entropy_with_logits(logits, yt[rows], reduction="none") * wt[rows]).sum() / len(rows)
+            # the twins brought in are paired only: their own batch fits their labels
+            bce = torch.nn.functional.binary_cross_entropy_with_logits(logits[:n_own], yt[rows[:n_own]], reduction="none")
+            loss = (bce * wt[rows[:n_own]]).sum() / n_own
+            if pair_weight:
+                loss = loss + pair_weight * pair_loss(logits, rows, pairs) / n_own
             if l2sp:
                 loss = loss + l2sp * sum(((p - model.base[k]) ** 2).sum() for k, p in model.layers.named_parameters())
             opt.zero_grad()
@@ -366,6 +422,7 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
                 break
     report = {"layers_trained": list(range(CACHE_BELOW, 6)), "epochs": epochs, "steps": step, "best_step": best[2],
               "lr": lr, "head_lr": head_lr, "batch_size": batch_size, "l2sp": l2sp, "seed": seed,
+              "pair_weight": pair_weight, "contrast_pairs": {D.CATEGORIES[c]: len(p) for c, p in pairs.items()},
               "train_rows": int(len(train_rows)), "dev_rows": int(len(dev_rows)), "history": history,
               "train_time_s": round(time.perf_counter() - started, 1)}
     return best[1], report

@@ -232,6 +232,38 @@ def identity_balanced(y: np.ndarray, datasets: np.ndarray, keys: np.ndarray) -> 
     return factors
 
 
+#: category → the datasets whose contrast twins (``Example.twin``) :func:`contrast_pairs` pairs for it.
+CONTRAST_PAIRED: dict[str, frozenset[str]] = {"hate": frozenset({"hatemoji_build", "dynahate"})}
+#: twins less alike than this (``difflib.SequenceMatcher.ratio``, 0-1) are not paired: a neighbouring DynaHate row
+#: that is a new statement rather than a perturbation ("black birds can actually dive bomb humans ..." next to
+#: "Muzzie terrorists can actually bomb countries ...", 0.63, is kept; unrelated neighbours score 0.2-0.4).
+CONTRAST_MIN_RATIO = 0.6
+
+
+def contrast_pairs(examples: list[D.Example], cat: str, train: np.ndarray) -> np.ndarray:
+    """Row indices ``int64[P, 2]`` (positive, negative) of the contrast twins among ``examples[train]`` for category
+    ``cat`` (``train``: ``bool[n]``): both rows in a dataset of :data:`CONTRAST_PAIRED` for ``cat``, both train rows,
+    labelled 1 and 0 for ``cat``, and alike to :data:`CONTRAST_MIN_RATIO` (``difflib``'s ratio on the raw text).
+    Each pair is listed once. ``int64[0, 2]`` when there are none.
+
+    Why: a hateful statement and its minimally edited non-hateful twin ("I adore the idea of burning all the trans
+    people" / "I abhor ...") differ only where the decision should; fitted apart, the head learns the group word and
+    the sentence frame they share (docs/text-moderation.md, "Contrast pairs")."""
+    import difflib
+
+    datasets = CONTRAST_PAIRED.get(cat, frozenset())
+    index = {(e.dataset, e.uid): i for i, e in enumerate(examples) if train[i] and e.dataset in datasets and cat in e.labels}
+    pairs: set[tuple[int, int]] = set()
+    for (dataset, _), i in index.items():
+        j = index.get((dataset, examples[i].twin))
+        if j is None or examples[i].labels[cat] == examples[j].labels[cat]:
+            continue
+        pos, neg = (i, j) if examples[i].labels[cat] else (j, i)
+        if difflib.SequenceMatcher(None, examples[pos].text, examples[neg].text).ratio() >= CONTRAST_MIN_RATIO:
+            pairs.add((pos, neg))
+    return np.array(sorted(pairs), dtype=np.int64).reshape(-1, 2)
+
+
 def balanced_weights(y: np.ndarray, groups: np.ndarray) -> np.ndarray:
     """Sample weights ``float64[n]`` giving every (dataset, class) cell the same total weight (``n`` in all).
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import io
+from pathlib import Path
 from typing import Any
 
 from PIL import Image
@@ -113,3 +114,18 @@ class FakeMessage:
 
     def error(self) -> None:
         return None
+
+
+def write_dynahate(root: Path, train: list[tuple[str, int]], test: list[tuple[str, int]]) -> None:
+    """DynaHate's four files as the copy ``ecanbazer/DynBERT`` writes them: tab-separated CSV, one text a line
+    (quoted when it holds a quote), and one 0/1 label a line."""
+    import csv
+
+    folder = root / "text" / "dynahate"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("Train", train), ("Test", test)):
+        with (folder / f"{name}.csv").open("w", encoding="utf-8", newline="") as f:
+            w = csv.writer(f, delimiter="\t", lineterminator="\n")
+            for text, _ in rows:
+                w.writerow([text])
+        (folder / f"{name}_label.csv").write_text("".join(f"{y}\n" for _, y in rows), encoding="utf-8")

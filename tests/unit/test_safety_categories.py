@@ -12,6 +12,7 @@ from rtaudit.engine.policy import DEFAULT_THRESHOLDS, PolicyBook, TenantPolicy
 from rtaudit.engine.text import data as D
 from rtaudit.engine.text.encoder import resolve_precision
 from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
+from tests.unit.builders import write_dynahate
 
 REPO = Path(__file__).resolve().parents[2]
 #: issue 12's sentences and the category that must flag each (the review threshold of the default policy). "kys" is
@@ -253,21 +254,6 @@ def test_toxigen_loader_reads_every_statement_once_with_its_label(tmp_path):
     assert all(r.split == D.hashed_split3(D.text_key(r.text)) for r in rows)
 
 
-def _write_dynahate(root: Path, train: list[tuple[str, int]], test: list[tuple[str, int]]) -> None:
-    """DynaHate's four files as the copy ``ecanbazer/DynBERT`` writes them: tab-separated CSV, one text a line
-    (quoted when it holds a quote), and one 0/1 label a line."""
-    import csv
-
-    folder = root / "text" / "dynahate"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, rows in (("Train", train), ("Test", test)):
-        with (folder / f"{name}.csv").open("w", encoding="utf-8", newline="") as f:
-            w = csv.writer(f, delimiter="\t", lineterminator="\n")
-            for text, _ in rows:
-                w.writerow([text])
-        (folder / f"{name}_label.csv").write_text("".join(f"{y}\n" for _, y in rows), encoding="utf-8")
-
-
 def test_dynahate_loader_keeps_the_official_test_apart_and_drops_repeats_and_contradictions(tmp_path):
     """On files the test writes: the official test file is ``test``; a train text also in test, a repeat and a text
     with both labels are dropped; a quoted text reads back whole; rows label ``hate`` alone (1 hateful, 0 not);
@@ -276,7 +262,7 @@ def test_dynahate_loader_keeps_the_official_test_apart_and_drops_repeats_and_con
     train += [("they said \"go home\" to my neighbour, it was awful", 0), ("this text is also in test", 1),
               ("Repeat me", 1), ("repeat  me", 1), ("both labels", 1), ("both labels", 0), ("", 0), ("123", 1)]
     test = [("this text is also in test", 1), ("group x are vermin", 1), ("I love group x", 0)]
-    _write_dynahate(tmp_path, train, test)
+    write_dynahate(tmp_path, train, test)
     rows = D.load("dynahate", tmp_path)
     by_text = {r.text: r for r in rows}
     assert {r.text for r in rows if r.split == "test"} == {t for t, _ in test}
@@ -292,7 +278,7 @@ def test_dynahate_loader_keeps_the_official_test_apart_and_drops_repeats_and_con
 
 
 def test_dynahate_loader_refuses_labels_that_do_not_match_the_texts(tmp_path):
-    _write_dynahate(tmp_path, [("a", 1), ("b", 0)], [("c", 1)])
+    write_dynahate(tmp_path, [("a", 1), ("b", 0)], [("c", 1)])
     (tmp_path / "text" / "dynahate" / "Train_label.csv").write_text("1\n", encoding="utf-8")
     with pytest.raises(ValueError, match="2 texts but 1 labels"):
         D.load("dynahate", tmp_path)
