@@ -129,9 +129,10 @@ class Example:
     #: HateXplain: per-token rationale flags for ``tokens`` (text = " ".join(tokens)).
     tokens: tuple[str, ...] = ()
     rationale: tuple[int, ...] = field(default=())
-    #: the ``uid`` of this row's contrast twin in the same dataset and split: the same statement minimally edited to
-    #: flip its label, as the dataset's authors wrote it (HatemojiBuild's ``matched_id``; DynaHate's neighbouring row),
-    #: ``""`` for none. Read by :func:`rtaudit.engine.text.training_data.contrast_pairs`.
+    #: the ``uid`` of this row's contrast twin in the same dataset: the same statement minimally edited to flip its
+    #: label, as the dataset's authors wrote it (HatemojiBuild's ``matched_id``; DynaHate's neighbouring row), ``""``
+    #: for none. The twin may sit in another split or have been dropped by the loader;
+    #: :func:`rtaudit.engine.text.training_data.contrast_pairs` pairs only twins that are both train rows.
     twin: str = ""
 
 

@@ -269,7 +269,8 @@ def contrast_pair_columns(examples, train: np.ndarray) -> dict[int, np.ndarray]:
 
 
 def twin_index(pairs: dict[int, np.ndarray]) -> dict[int, list[int]]:
-    """Row → the rows it is paired with, in any category (both directions)."""
+    """Row index → the row indices it is paired with in any category of ``pairs`` (column → ``int64[P, 2]``), both
+    directions."""
     out: dict[int, list[int]] = {}
     for p in pairs.values():
         for a, b in p.tolist():
@@ -279,7 +280,8 @@ def twin_index(pairs: dict[int, np.ndarray]) -> dict[int, list[int]]:
 
 
 def with_twins(rows: np.ndarray, twins: dict[int, list[int]]) -> np.ndarray:
-    """``rows`` followed by their twins not already among them (each once, in order of first mention)."""
+    """``rows`` (row indices, ``int64[k]``) followed by their twins (:func:`twin_index`) not already among them, each
+    once, in order of first mention: ``int64[k + extra]``, ``rows`` itself when nothing is added."""
     if not twins:
         return rows
     seen = set(rows.tolist())
@@ -290,7 +292,8 @@ def with_twins(rows: np.ndarray, twins: dict[int, list[int]]) -> np.ndarray:
 def pair_loss(logits, rows: np.ndarray, pairs: dict[int, np.ndarray]):  # type: ignore[no-untyped-def]
     """Summed logistic pairwise loss ``softplus(z_neg - z_pos)`` (RankNet's, Burges et al. 2005, ICML) of every
     contrast pair whose two rows are both in ``rows`` (``logits``: ``float32[len(rows), C]``, the pair's category
-    column): 0.69 for a tie, → 0 as the hateful twin's logit rises above the non-hateful one's."""
+    column; ``pairs``: column → ``int64[P, 2]`` (positive row, negative row)): a 0-d tensor, 0.69 per tied pair, → 0
+    as the hateful twin's logit rises above the non-hateful one's, 0 when no pair has both rows in ``rows``."""
     import torch
 
     at = {r: k for k, r in enumerate(rows.tolist())}
