@@ -400,10 +400,11 @@ def source_files(runtime: str, from_dir: Path | str | None = None) -> dict[str, 
 
         src = Path(from_dir) if from_dir else ARTIFACTS
         files = {f"artifacts/{n}": src / n for n in TEXT_ARTIFACTS}
-        from rtaudit.engine.text.encoder import DELTA_ARTIFACT
+        from rtaudit.engine.text.encoder import EncoderDelta
+        from rtaudit.engine.text.heads import load_manifest
 
-        if (src / DELTA_ARTIFACT).is_file():  # the fine-tuned encoder layers the head was fitted on
-            files[f"artifacts/{DELTA_ARTIFACT}"] = src / DELTA_ARTIFACT
+        # the fine-tuned encoder layers the head was fitted on: every file of the delta the manifest names
+        files.update({f"artifacts/{n}": src / n for n in EncoderDelta.names(load_manifest(src))})
         ml = src / "multilingual"  # the per-language models (absent from older artifact directories)
         if (ml / "manifest.json").is_file():
             files.update({f"artifacts/multilingual/{p.name}": p for p in sorted(ml.iterdir()) if p.is_file()})

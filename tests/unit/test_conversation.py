@@ -19,7 +19,8 @@ CHAT = ["lol", "haha so funny", "that's so funny", "that was hilarious", "LMAO n
 #: 0.28, 0.46, 0.34 after. None is a Chit-Chat message.
 FAREWELLS = ["thanks so much, see you tomorrow!", "you too. talk to you tomorrow.", "See you tomorrow"]
 #: and their contrasts: a goodbye that says the writer is done living (self-harm 0.63 and 0.79 on the frozen encoder,
-#: 0.20 and 0.34 on the fine-tuned one: a known miss, test_a_suicidal_goodbye_is_self_harm)
+#: 0.20 and 0.34 on the first fine-tuned one, 0.10 and 0.67 on the six-layer one: the first is a known miss,
+#: test_a_suicidal_goodbye_is_self_harm)
 SUICIDAL_FAREWELLS = ["goodbye everyone, I can't take it anymore", "this is my goodbye note, I'm done living"]
 
 
@@ -40,8 +41,8 @@ def test_a_farewell_is_not_self_harm(text_scorer):
 
 @pytest.mark.parametrize("text", [pytest.param(t, marks=pytest.mark.xfail(
     t == SUICIDAL_FAREWELLS[0], strict=True, reason="known miss of the fine-tuned encoders: self-harm 0.20 with artifacts "
-    "2026-12-03-f8525f07, about 0.42 with 2026-12-03-4b441c1b, 0.30 with 2026-12-03-97926eb7 (0.63 on the frozen encoder); Suicide Detection test recall 0.920 "
-    "(docs/text-moderation.md, 'Hate as its own decision')")) for t in SUICIDAL_FAREWELLS])
+    "2026-12-03-f8525f07, about 0.42 with 2026-12-03-4b441c1b, 0.30 with 2026-12-03-97926eb7, 0.10 with 2026-12-04-e7082391 (0.63 on the "
+    "frozen encoder); Suicide Detection test recall 0.882 (docs/text-moderation.md, 'All six layers fine-tuned')")) for t in SUICIDAL_FAREWELLS])
 def test_a_suicidal_goodbye_is_self_harm(text_scorer, text):
     score = text_scorer.score([text], evidence=False)[0].scores["self-harm"]
     assert score >= 0.5, score

@@ -309,3 +309,28 @@ def test_short_fragments_pair_by_shared_word_and_never_repeat_an_abusive_fragmen
     assert partners and not any(r.text.lower() in texts for r in partners)
     assert len(partners) < len(positives)  # a3's partner was dropped
     assert all(len(r.text.split()) == 2 for r in partners)
+
+
+def test_emoji_negatives_leave_out_threat_emoji_weapons_and_the_held_out_chat_emoji():
+    import emoji
+
+    from rtaudit.engine.text.benign import EMOJI_CHAT_EMOJI
+    from rtaudit.engine.text.safety_negatives import emoji_negatives
+
+    rows = [D.Example("I will find you 💀🐍", {"violence": 1}, "threatgram101", "train", "t1"),
+            D.Example("you 🐍 lol", {"violence": 0}, "threatgram101", "train", "t2"),
+            D.Example("see you at lunch", {c: 0 for c in D.CATEGORIES}, "chitchat", "train", "c1"),
+            D.Example("not read: a dev message", {c: 0 for c in D.CATEGORIES}, "chitchat", "dev", "c2")]
+    out = emoji_negatives(rows)
+    alone = {r.text for r in out if not r.uid.endswith(":chat")}
+    assert "🌻" in alone and "🎂" in alone  # everyday emoji are negatives
+    assert not {"💀", "🐍"} & alone  # used in a violence-positive row
+    assert not {"🔫", "🔪", "💣", "🗡️"} & alone  # weapons by name
+    assert not {e.replace("\uFE0F", "") for e in EMOJI_CHAT_EMOJI} & {a.replace("\uFE0F", "") for a in alone}
+    assert not any(c in "\U0001F3FB\U0001F3FC\U0001F3FD\U0001F3FE\U0001F3FF" for a in alone for c in a)
+    assert all(r.labels == {"violence": 0} and r.split == "train" and r.dataset == "emoji_negatives" for r in out)
+    chat = [r for r in out if r.uid.endswith(":chat")]
+    assert len(chat) == len(alone) and all("see you at lunch" in r.text for r in chat)
+    assert all(emoji.emoji_count(r.text) == 1 for r in chat)
+    assert emoji_negatives(rows) == out  # deterministic
+    assert not [r for r in emoji_negatives(rows[:2]) if r.uid.endswith(":chat")]  # no Chit-Chat row: bare emoji only
