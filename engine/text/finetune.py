@@ -24,7 +24,7 @@ library versions gives the same delta):
   ``train_english`` fits each category with (:func:`targets`: balanced per (dataset, class), times
   ``DATASET_WEIGHT``, each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), a category
   absent from a row's dataset masked out. With ``pair_weight`` (``--pair-weight``), plus that weight times the
-  RankNet loss (:func:`pair_loss`) of each contrast pair (:func:`rtaudit.engine.text.training_data.contrast_pairs`:
+  RankNet loss (:func:`rtaudit.engine.text.contrast_loss.pair_loss`) of each contrast pair (:func:`rtaudit.engine.text.training_data.contrast_pairs`:
   a hateful statement and its minimal non-hateful edit, as HatemojiBuild and DynaHate wrote them) in the batch: a
   row's twin joins its batch, for the pair loss only (its own batch fits its labels).
 * **Optimiser**: AdamW, no weight decay; peak lr 4e-5 (layers) and 1e-3 (head), 5 % linear warm-up then
@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text import encoder as E
+from rtaudit.engine.text.contrast_loss import contrast_pair_columns, pair_loss, twin_index, with_twins
 
 log = logging.getLogger(__name__)
 
@@ -259,54 +260,6 @@ def embed_rows(model: TopLayers, states: list[np.ndarray], batch_size: int = 128
             h, mask = _pad([states[i] for i in idx])
             out[idx] = model.embed(h, mask).numpy()
     return out
-
-
-def contrast_pair_columns(examples, train: np.ndarray) -> dict[int, np.ndarray]:  # type: ignore[no-untyped-def]
-    """Category column → its contrast twins ``int64[P, 2]`` (positive row, negative row) among the ``train``
-    rows (``bool[n]``; :func:`rtaudit.engine.text.training_data.contrast_pairs`), for every category that has any."""
-    from rtaudit.engine.text import data as D
-    from rtaudit.engine.text.training_data import contrast_pairs
-
-    out = {c: contrast_pairs(examples, cat, train) for c, cat in enumerate(D.CATEGORIES)}
-    return {c: p for c, p in out.items() if len(p)}
-
-
-def twin_index(pairs: dict[int, np.ndarray]) -> dict[int, list[int]]:
-    """Row index → the row indices it is paired with in any category of ``pairs`` (column → ``int64[P, 2]``), both
-    directions."""
-    out: dict[int, list[int]] = {}
-    for p in pairs.values():
-        for a, b in p.tolist():
-            out.setdefault(a, []).append(b)
-            out.setdefault(b, []).append(a)
-    return out
-
-
-def with_twins(rows: np.ndarray, twins: dict[int, list[int]]) -> np.ndarray:
-    """``rows`` (row indices, ``int64[k]``) followed by their twins (:func:`twin_index`) not already among them, each
-    once, in order of first mention: ``int64[k + extra]``, ``rows`` itself when nothing is added."""
-    if not twins:
-        return rows
-    seen = set(rows.tolist())
-    extra = [t for r in rows.tolist() for t in twins.get(r, ()) if not (t in seen or seen.add(t))]
-    return np.concatenate([rows, np.array(extra, dtype=rows.dtype)]) if extra else rows
-
-
-def pair_loss(logits, rows: np.ndarray, pairs: dict[int, np.ndarray]):  # type: ignore[no-untyped-def]
-    """Summed logistic pairwise loss ``softplus(z_neg - z_pos)`` (RankNet's, Burges et al. 2005, ICML) of every
-    contrast pair whose two rows are both in ``rows`` (``logits``: ``float32[len(rows), C]``, the pair's category
-    column; ``pairs``: column → ``int64[P, 2]`` (positive row, negative row)): a 0-d tensor, 0.69 per tied pair, → 0
-    as the hateful twin's logit rises above the non-hateful one's, 0 when no pair has both rows in ``rows``."""
-    import torch
-
-    at = {r: k for k, r in enumerate(rows.tolist())}
-    total = logits.new_zeros(())
-    for c, p in pairs.items():
-        both = [(at[a], at[b]) for a, b in p.tolist() if a in at and b in at]
-        if both:
-            idx = torch.tensor(both)
-            total = total + torch.nn.functional.softplus(logits[idx[:, 1], c] - logits[idx[:, 0], c]).sum()
-    return total
 
 
 def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:  # type: ignore[no-untyped-def]

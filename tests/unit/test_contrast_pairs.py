@@ -1,5 +1,5 @@
 """Contrast twins (a statement and its minimal label-flipping edit) and the pairwise loss that keeps them apart in
-fine-tuning (training_data.contrast_pairs, finetune.pair_loss). Inputs are made here; nothing reads ../shared."""
+fine-tuning (training_data.contrast_pairs, contrast_loss.pair_loss). Inputs are made here; nothing reads ../shared."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from rtaudit.engine.text import data as D
-from rtaudit.engine.text import finetune as F
+from rtaudit.engine.text import contrast_loss as F
 from rtaudit.engine.text import training_data as T
 from tests.unit.builders import write_dynahate
 
