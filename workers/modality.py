@@ -146,7 +146,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     app.rtaudit_control, app.rtaudit_serving = control, serving  # type: ignore[attr-defined]  # for tests and status
     executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
     io_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{role}-io")
-    batcher: Batcher[Work] = Batcher(settings.batch.config(role))
+    batcher: Batcher[Work] = Batcher(settings.batcher_config(role))
     known_tenants = set(settings.tenants)
     first_start = app.on_first_start
     state: dict[str, Any] = {}  # the intake (once started); the batch in inference (its start and size)

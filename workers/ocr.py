@@ -12,9 +12,9 @@ def stage_factory(settings: Settings) -> ModelStage:
     """The OCR stage this worker serves (also what ``rtaudit bench`` measures)."""
     return OCRStage(
         settings.media.policy(),
-        TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
-                   encoder_precision=settings.text_encoder_precision),
-        intra_op_threads=settings.model_threads(),
+        TextScorer(prefer_gpu=settings.gpu_for("ocr"), intra_op_threads=settings.model_threads(),
+                   encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options()),
+        intra_op_threads=settings.model_threads(), use_cuda=settings.gpu_for("ocr"),
     )
 
 

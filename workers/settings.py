@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
 from rtaudit.engine.media import MediaPolicy
+from rtaudit.engine.models.onnx import CudaOptions
 from rtaudit.engine.policy import PolicyBook, TenantPolicy
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
 from rtaudit.workers.security import SecuritySettings
@@ -155,10 +156,12 @@ class BatchSettings(BaseModel):
         merged["resume_hi_lag_batches"] = min(merged["resume_hi_lag_batches"], merged["pause_hi_lag_batches"])
         return BatchProfile(**merged)
 
-    def config(self, stage: str) -> BatcherConfig:
-        """The batcher limits of ``stage`` (``text``, ``image``, ``ocr``; others get the text sizes)."""
+    def config(self, stage: str, max_size: int | None = None) -> BatcherConfig:
+        """The batcher limits of ``stage`` (``text``, ``image``, ``ocr``; others get the text sizes);
+        ``max_size``: the size limit instead of the profile's (a GPU stage's, :meth:`Settings.batcher_config`),
+        lag thresholds scaled by it as by the profile's."""
         p = self.effective()
-        max_size = p.max_size.get(stage, p.max_size.get("text", 8))
+        max_size = max_size or p.max_size.get(stage, p.max_size.get("text", 8))
 
         def messages(batches: float) -> int:
             return math.ceil(batches * max_size - 1e-9)
@@ -173,6 +176,50 @@ class BatchSettings(BaseModel):
             deadline_margin_ms=p.deadline_margin_ms,
             busy_low=None if p.busy_low is None or p.busy_low >= 1.0 else p.busy_low,
         )
+
+
+class GpuSettings(BaseModel):
+    """Where each stage runs and how the CUDA execution provider is set up (``[gpu]`` installs only:
+    with the CPU build of onnxruntime, or ``prefer_gpu = false``, every stage runs on CPU).
+
+    Attributes:
+        stage_devices: ``cpu`` | ``cuda`` per stage (``text``, ``image``, ``ocr``); a stage not listed
+            runs on CPU. Default as the seed deploys it: text on CPU (int8 MiniLM), vision on the GPU.
+        max_batch: micro-batch size limit per stage when that stage runs on CUDA (items); replaces
+            ``batch.max_size`` for it. GPU batches are larger than CPU ones: a batch is one kernel
+            launch sequence, so per-item cost falls until the card is full (the device check,
+            ``benchmarks/gpu/run.sh``, measures items/s at batch 1-256 per model).
+        device_id, mem_limit_mib, arena_extend_strategy, cudnn_conv_algo_search, use_tf32,
+            do_copy_in_default_stream: :class:`rtaudit.engine.models.onnx.CudaOptions`
+            (``mem_limit_mib`` 0: no cap).
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    stage_devices: dict[Literal["text", "image", "ocr"], Literal["cpu", "cuda"]] = Field(
+        default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})
+    max_batch: dict[Literal["text", "image", "ocr"], int] = Field(
+        default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})
+    device_id: int = Field(default=0, ge=0)
+    mem_limit_mib: int = Field(default=0, ge=0)
+    arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
+    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
+    use_tf32: bool = False
+    do_copy_in_default_stream: bool = True
+
+    @model_validator(mode="after")
+    def _batches_positive(self) -> "GpuSettings":
+        bad = {s: n for s, n in self.max_batch.items() if not 1 <= n <= 4096}
+        if bad:
+            raise ValueError(f"gpu.max_batch must be 1..4096 per stage, got {bad}")
+        return self
+
+    def cuda_options(self) -> CudaOptions:
+        """The provider options these settings name."""
+        return CudaOptions(device_id=self.device_id, gpu_mem_limit_bytes=self.mem_limit_mib << 20,
+                           arena_extend_strategy=self.arena_extend_strategy,
+                           cudnn_conv_algo_search=self.cudnn_conv_algo_search,
+                           do_copy_in_default_stream=self.do_copy_in_default_stream, use_tf32=self.use_tf32)
 
 
 class Settings(BaseSettings):
@@ -194,7 +241,9 @@ class Settings(BaseSettings):
     #: address the Prometheus exporter binds: loopback unless set (``0.0.0.0`` in a container).
     metrics_host: str = "127.0.0.1"
     state_dir: Path = Path(".rtaudit")
+    #: ``false``: every stage on CPU whatever ``gpu.stage_devices`` says.
     prefer_gpu: bool = True
+    gpu: GpuSettings = Field(default_factory=GpuSettings)
     #: onnxruntime intra-op threads per model session on CPU; 0 = auto: one less than the usable
     #: cores, at least 1 (README "Inference threads"). Resolved by :meth:`model_threads`.
     inference_threads: int = Field(default=0, ge=0, le=256)
@@ -205,7 +254,7 @@ class Settings(BaseSettings):
     #: (its dynamic int8 quantization, CPU kernels) or ``auto`` (the CPU default measured by
     #: ``benchmarks/int8_encoder.py`` when the encoder runs on CPU, fp32 on CUDA). The choice is
     #: part of the text model's version string, so each partial names what served it.
-    text_encoder_precision: Literal["auto", "fp32", "int8"] = "auto"
+    text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     fusion_grace_ms: int = Field(default=250, ge=0)
@@ -229,6 +278,21 @@ class Settings(BaseSettings):
         if self.kafka_profile is not None:
             return self.kafka_profile
         return "local" if self.bootstrap_servers is None else "production"
+
+    def gpu_for(self, stage: str) -> bool:
+        """Whether ``stage`` asks for CUDA: ``prefer_gpu`` and ``gpu.stage_devices[stage] == "cuda"``
+        (the session still falls back to CPU, with one warning, where CUDA is not usable)."""
+        return self.prefer_gpu and self.gpu.stage_devices.get(stage, "cpu") == "cuda"  # type: ignore[call-overload]  # str key into a Literal-keyed dict
+
+    def batcher_config(self, stage: str) -> BatcherConfig:
+        """``batch.config(stage)``, with ``gpu.max_batch[stage]`` as the size limit when the stage runs on
+        CUDA (it asks for it and the installed onnxruntime has the CUDA provider)."""
+        from rtaudit.engine.models.onnx import CUDA, providers
+
+        limit = self.gpu.max_batch.get(stage)  # type: ignore[call-overload]  # str key into a Literal-keyed dict
+        if limit is None or not self.gpu_for(stage) or CUDA not in providers(True):
+            return self.batch.config(stage)
+        return self.batch.config(stage, max_size=limit)
 
     def model_threads(self) -> int:
         """onnxruntime intra-op threads each model session of this process gets.

@@ -21,8 +21,8 @@ def stage_factory(settings: Settings) -> ModelStage:
     from rtaudit.engine.models.text import TextStage
     from rtaudit.engine.text.scoring import TextScorer
 
-    return TextStage(TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
-                                encoder_precision=settings.text_encoder_precision))
+    return TextStage(TextScorer(prefer_gpu=settings.gpu_for("text"), intra_op_threads=settings.model_threads(),
+                                encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options()))
 
 
 app = modality_app("text", "text", stage_factory)

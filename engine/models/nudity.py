@@ -16,7 +16,7 @@ import numpy as np
 
 from rtaudit.engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
 from rtaudit.engine.models import StageOutput
-from rtaudit.engine.models.onnx import session
+from rtaudit.engine.models.onnx import CudaOptions, session
 from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
 
 #: NudeNet class → moderation category. Classes not listed (faces, feet, covered
@@ -41,19 +41,20 @@ class NudityStage:
 
     ``intra_op_threads``: onnxruntime intra-op threads of the detector session (0: onnxruntime's default).
     ``model_path``: the detector's ONNX file (a model bundle's ``320n.onnx``); ``None``: the one in the ``nudenet`` package.
+    ``prefer_gpu``, ``cuda``: CUDA execution provider and its options (:func:`rtaudit.engine.models.onnx.session`).
     """
 
     stage = "image"
 
     def __init__(self, media_policy: MediaPolicy, *, prefer_gpu: bool = True, intra_op_threads: int = 0,
-                 model_path: str | os.PathLike[str] | None = None) -> None:
+                 model_path: str | os.PathLike[str] | None = None, cuda: CudaOptions | None = None) -> None:
         import nudenet
         from nudenet import NudeDetector
 
         path = os.fspath(model_path) if model_path else os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx")
         self._detector = NudeDetector(model_path=path)
         # nudenet 3.4 ignores its providers argument: give it a session that may use CUDA.
-        self._detector.onnx_session = session(path, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
+        self._detector.onnx_session = session(path, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads, cuda=cuda)
         self.media_policy = media_policy
         self.model = ModelRef(name="nudenet-320n", version=metadata.version("nudenet"))
 

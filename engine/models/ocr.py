@@ -27,7 +27,7 @@ class OCRStage:
     original-image pixels, ``score`` = recognition confidence), then the text model's word spans,
     whose offsets point into the transcript (lines joined with ``"\\n"``).
     ``intra_op_threads``: onnxruntime intra-op threads of RapidOCR's detection, angle and
-    recognition sessions (0: onnxruntime's default).
+    recognition sessions (0: onnxruntime's default). ``use_cuda``: the CUDA provider for all three.
     """
 
     stage = "ocr"
@@ -35,11 +35,14 @@ class OCRStage:
     #: lower keeps large single glyphs that the mobile recognizer reads with less confidence).
     text_score = 0.3
 
-    def __init__(self, media_policy: MediaPolicy, scorer: TextScorer, *, intra_op_threads: int = 0) -> None:
+    def __init__(self, media_policy: MediaPolicy, scorer: TextScorer, *, intra_op_threads: int = 0,
+                 use_cuda: bool = False) -> None:
         from rapidocr_onnxruntime import RapidOCR
 
-        # RapidOCR reads -1 as "onnxruntime's default" (one thread per core)
-        self._ocr = RapidOCR(intra_op_num_threads=intra_op_threads or -1)
+        # RapidOCR reads -1 as "onnxruntime's default" (one thread per core); its ``*_use_cuda`` ask for
+        # the CUDA provider (RapidOCR checks the build has it and falls back to CPU with its own warning)
+        self._ocr = RapidOCR(intra_op_num_threads=intra_op_threads or -1, det_use_cuda=use_cuda,
+                             cls_use_cuda=use_cuda, rec_use_cuda=use_cuda)
         self.media_policy = media_policy
         self.scorer = scorer
         text_model = model_ref(scorer)

@@ -40,8 +40,13 @@ from pathlib import Path
 
 import numpy as np
 
+from typing import TYPE_CHECKING
+
 from rtaudit.engine.text.encoder_delta import (  # noqa: F401  (re-exported: E.EncoderDelta, E.pack_delta, ...)
     DELTA_ARTIFACT, SCALE_SUFFIX, EncoderDelta, apply_delta, pack_delta, unpack_delta, write_delta)
+
+if TYPE_CHECKING:
+    from rtaudit.engine.models.onnx import CudaOptions
 
 log = logging.getLogger(__name__)
 
@@ -51,7 +56,7 @@ DIM = 384
 OPSET = 17
 
 #: encoder graph precisions (the ``text_encoder_precision`` setting also takes ``auto``).
-PRECISIONS = ("fp32", "int8")
+PRECISIONS = ("fp32", "fp16", "int8")
 #: what ``auto`` means when the encoder runs on CPU; chosen from ``benchmarks/int8_encoder.py``
 #: (texts/s at batch 64 and dev macro-F1 of the same heads, fp32 vs int8). CUDA: always fp32.
 #: int8. Measured 2026-12-01 (1 thread, 2 shared AVX2 cores without VNNI): the first recipe
@@ -74,6 +79,12 @@ INT8_RECIPE = "matmulgather-s8pc7-v2"
 #: of 64 (fp32 95); two threads, with :class:`MiniLMEncoder` running two texts side by side: 579 against 395 (fp32
 #: 197). fp32 is exact in any batch and keeps :attr:`MiniLMEncoder.batch_size`.
 INT8_ROWS_PER_RUN = 1
+#: how the fp16 graph is built (:func:`convert_encoder_fp16`); part of its file name and model version.
+FP16_RECIPE = "f16io32-v1"
+#: what ``auto`` means when the encoder session gets CUDA. fp16 halves the weights' bytes and runs on the
+#: tensor cores; its quality against fp32 is measured by ``benchmarks/int8_encoder.py --fp16`` (dev
+#: macro-F1 of the same heads) and its speed by the device check (``benchmarks/gpu/run.sh``).
+GPU_DEFAULT = "fp32"
 
 
 def cache_dir() -> Path:
@@ -108,6 +119,8 @@ def onnx_path(precision: str = "fp32", delta: EncoderDelta | None = None) -> Pat
         return cache_dir() / f"{stem}.onnx"
     if precision == "int8":
         return cache_dir() / f"{stem}-int8-{INT8_RECIPE}.onnx"
+    if precision == "fp16":
+        return cache_dir() / f"{stem}-fp16-{FP16_RECIPE}.onnx"
     raise ValueError(f"encoder precision must be one of {PRECISIONS}, got {precision!r}")
 
 
@@ -239,13 +252,40 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None, delta: Encoder
     return dest
 
 
+def convert_encoder_fp16(dest: Path, source: Path | None = None, delta: EncoderDelta | None = None) -> Path:
+    """The fp32 encoder ``source`` (default: the cached export of ``delta``'s encoder) with float16 weights
+    and activations, written to ``dest`` (about 45 MB).
+
+    ``onnxruntime.transformers.float16.convert_float_to_float16(keep_io_types=True)``: inputs stay
+    ``int64[B, T]`` and outputs ``float32`` (``embedding: float32[B, 384]``, ``hidden: float32[B, T, 384]``),
+    with Cast nodes at the edges, so callers do not change. Meant for the CUDA provider (tensor
+    cores); onnxruntime's CPU provider runs it too, slower than fp32 (measured: cosine to fp32
+    0.9997 min on random ids, 8×32). Written to a temporary name and renamed.
+    """
+    import onnx
+    from onnxruntime.transformers.float16 import convert_float_to_float16
+
+    started = time.perf_counter()
+    source = source or ensure_encoder_onnx("fp32", delta)
+    model = convert_float_to_float16(onnx.load(str(source)), keep_io_types=True)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(f".tmp{os.getpid()}")
+    onnx.save(model, str(tmp))
+    os.replace(tmp, dest)
+    log.info("converted MiniLM encoder to %s (fp16, %s) in %.1f s", dest, FP16_RECIPE, time.perf_counter() - started)
+    return dest
+
+
 def ensure_encoder_onnx(precision: str = "fp32", delta: EncoderDelta | None = None) -> Path:
-    """The cached encoder ONNX of ``precision`` (``fp32`` | ``int8``) and ``delta`` (``None``: the plain
-    wheel encoder), built first if missing (int8 from the fp32 export, which is exported first if missing)."""
+    """The cached encoder ONNX of ``precision`` (``fp32`` | ``fp16`` | ``int8``) and ``delta`` (``None``: the
+    plain wheel encoder), built first if missing (fp16 and int8 from the fp32 export, which is exported first
+    if missing)."""
     path = onnx_path(precision, delta)
     if not path.exists():
         if precision == "int8":
             quantize_encoder_onnx(path, delta=delta)
+        elif precision == "fp16":
+            convert_encoder_fp16(path, delta=delta)
         else:
             export_encoder_onnx(path, delta)
     return path
@@ -260,12 +300,16 @@ def configured_precision() -> str:
 
 
 def resolve_precision(precision: str | None, *, on_gpu: bool) -> str:
-    """``fp32`` or ``int8`` for ``precision`` (``None``: :func:`configured_precision`; ``auto``:
-    :data:`CPU_DEFAULT` on CPU, fp32 when the encoder session runs on CUDA)."""
+    """One of :data:`PRECISIONS` for ``precision`` (``None``: :func:`configured_precision`; ``auto``:
+    :data:`CPU_DEFAULT` on CPU, :data:`GPU_DEFAULT` when the encoder session runs on CUDA).
+
+    Raises:
+        ValueError: ``precision`` is none of ``auto`` and :data:`PRECISIONS`.
+    """
     if precision is None:
         precision = configured_precision()
     if precision == "auto":
-        return "fp32" if on_gpu else CPU_DEFAULT
+        return GPU_DEFAULT if on_gpu else CPU_DEFAULT
     if precision not in PRECISIONS:
         raise ValueError(f"encoder precision must be auto or one of {PRECISIONS}, got {precision!r}")
     return precision
@@ -362,15 +406,16 @@ class MiniLMEncoder:
     """
 
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
-                 intra_op_threads: int = 0, precision: str | None = None, delta: EncoderDelta | None = None) -> None:
-        from rtaudit.engine.models.onnx import providers, session
+                 intra_op_threads: int = 0, precision: str | None = None, delta: EncoderDelta | None = None,
+                 cuda: "CudaOptions | None" = None) -> None:
+        from rtaudit.engine.models.onnx import CUDA, on_cuda, providers, session
         from rtaudit.workers.settings import usable_cores
 
         self.max_tokens = max_tokens
         self.batch_size = batch_size
         self.tokenizer = _tokenizer(model_dir(), max_tokens)
         self._untruncated = None  # built on first use by :meth:`pieces`
-        self.precision = resolve_precision(precision, on_gpu="CUDAExecutionProvider" in providers(prefer_gpu))
+        self.precision = resolve_precision(precision, on_gpu=CUDA in providers(prefer_gpu))
         self.delta = delta
         self.path = ensure_encoder_onnx(self.precision, delta)
         threads = intra_op_threads or usable_cores()
@@ -383,14 +428,24 @@ class MiniLMEncoder:
         self._pool: tuple[int, ThreadPoolExecutor] | None = None  # (pid that made it, pool)
         if self.parallel_texts > 1:
             intra_op_threads = 1
-        self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
+        self.session = session(str(self.path), prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads, cuda=cuda)
+        if CUDA in providers(prefer_gpu) and not on_cuda(self.session) and precision in (None, "auto"):
+            # the build has CUDA but the host's runtime does not work (session.py fell back, one warning):
+            # ``auto`` means the CPU's graph then
+            cpu_precision = resolve_precision(precision, on_gpu=False)
+            if cpu_precision != self.precision:
+                self.precision, self.path = cpu_precision, ensure_encoder_onnx(cpu_precision, delta)
+                self.parallel_texts = threads if self.precision == "int8" and threads > 1 else 1
+                self.session = session(str(self.path), prefer_gpu=False,
+                                       intra_op_threads=1 if self.parallel_texts > 1 else intra_op_threads)
         #: names the graph: source weights, fine-tuned delta (if any), opset, precision (int8: its recipe), token cap.
         src = source_sha256()[:12] + (f"-{delta.tag}" if delta else "")
-        self.version = (f"{src}-op{OPSET}-t{max_tokens}" if self.precision == "fp32"
-                        else f"{src}-op{OPSET}-int8-{INT8_RECIPE}-r{INT8_ROWS_PER_RUN}-t{max_tokens}")
+        self.version = {"fp32": f"{src}-op{OPSET}-t{max_tokens}",
+                        "fp16": f"{src}-op{OPSET}-fp16-{FP16_RECIPE}-t{max_tokens}",
+                        "int8": f"{src}-op{OPSET}-int8-{INT8_RECIPE}-r{INT8_ROWS_PER_RUN}-t{max_tokens}"}[self.precision]
         #: texts per onnxruntime run: the batch size, but :data:`INT8_ROWS_PER_RUN` on the int8 graph
         #: (whose activation scale is per run: batched, a text's score would depend on its neighbours).
-        self.rows_per_run = batch_size if self.precision == "fp32" else INT8_ROWS_PER_RUN
+        self.rows_per_run = INT8_ROWS_PER_RUN if self.precision == "int8" else batch_size
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
 

