@@ -27,7 +27,7 @@ SafetyOpt = Annotated[Optional[Path], typer.Option(
 @text_app.command("build-encoder")
 def text_build_encoder(
     force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False,
-    precision: Annotated[str, typer.Option(help="which graphs: all | fp32 | int8 (int8 is built from fp32)")] = "all",
+    precision: Annotated[str, typer.Option(help="which graphs: all | fp32 | fp16 | int8 (fp16 and int8 are built from fp32)")] = "all",
     base: Annotated[bool, typer.Option("--base", help="the plain wheel encoder, without the fine-tuned layers the "
                                        "shipped manifest names")] = False,
 ) -> None:
@@ -38,18 +38,21 @@ def text_build_encoder(
     from rtaudit.engine.text import encoder
 
     if precision not in ("all", *encoder.PRECISIONS):
-        raise typer.BadParameter(f"--precision must be all, fp32 or int8, not {precision!r}")
+        raise typer.BadParameter(f"--precision must be all or one of {', '.join(encoder.PRECISIONS)}, not {precision!r}")
     delta = None if base else encoder.EncoderDelta.from_manifest()
     for p in encoder.PRECISIONS if precision == "all" else (precision,):
         if not force:
             path = encoder.ensure_encoder_onnx(p, delta)
         elif p == "fp32":
             path = encoder.export_encoder_onnx(encoder.onnx_path(p, delta), delta)
-        else:  # from the cached fp32 (rebuilt just before with --precision all)
+        elif p == "fp16":  # from the cached fp32 (rebuilt just before with --precision all)
+            path = encoder.convert_encoder_fp16(encoder.onnx_path(p, delta), delta=delta)
+        else:
             path = encoder.quantize_encoder_onnx(encoder.onnx_path(p, delta), delta=delta)
         console.print(f"{p}: {path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {encoder.source_sha256()[:12]}"
                       f"{', fine-tuned delta ' + delta.sha256[:12] if delta else ''}"
-                      f"{'' if p == 'fp32' else ', recipe ' + encoder.INT8_RECIPE})", markup=False, soft_wrap=True)
+                      f"{', recipe ' + {'fp32': '', 'fp16': encoder.FP16_RECIPE, 'int8': encoder.INT8_RECIPE}[p] if p != 'fp32' else ''})",
+                      markup=False, soft_wrap=True)
 
 
 @text_app.command("finetune")
