@@ -242,7 +242,7 @@ def table(result: dict[str, Any], batches: list[int]) -> str:
     place = {p["model"]: p for p in result.get("placement", []) if "model" in p}
     for row in result.get("models", []):
         if "error" in row:
-            lines.append(f"| {row['model']} | {row['provider']} | error: {row['error'][:80]} |")
+            lines.append(f"| {row['model']} | {row['provider'].replace('ExecutionProvider', '')} | error: {row['error'][:80]} |")
             continue
         rates = row["items_per_s"]
         cells = [fmt_rate(rates.get(b, rates.get(str(b)))) for b in batches]
