@@ -9,7 +9,7 @@
 # staged beforehand by benchmarks/gpu/stage_wheels.sh and carried in parts to $STAGE/parts
 # (default /tmp/rtaudit-stage; the parts are one byte stream of the wheels in
 # $STAGE/wheels.manifest's order, each wheel checked against its sha256), into a virtual
-# environment that sees the host's own torch, numpy and CUDA libraries (--system-site-packages),
+# environment that sees the host's own torch, numpy and CUDA libraries (a .pth file),
 # builds the MiniLM encoder graphs there, and runs the check. --cpu: the dry run, in the
 # current environment (no install), as tests/unit/test_device_check.py runs it.
 #
@@ -50,9 +50,21 @@ if stream.read(1):
     sys.exit("bytes left over after the last wheel: parts out of order?")
 ' "$work/wheels" "$STAGE/wheels.manifest" || { say "reassembly failed"; exit 2; }
     say "installing into $venv"
-    python3 -m venv --system-site-packages "$venv" || exit 2
-    "$venv/bin/python" -m pip install -q --no-index --no-deps --no-compile "$work"/wheels/*.whl || { say "wheel install failed"; exit 2; }
-    "$venv/bin/python" -m pip install -q --no-index --no-deps --no-build-isolation -e "$repo" || { say "rtaudit install failed"; exit 2; }
+    # the host's python3 is itself a virtual environment (its torch, numpy, CUDA libraries): a venv made from it
+    # would not see them, so a bare venv (no pip) gets the wheels and a .pth file naming the host's packages,
+    # after its own (onnxruntime-gpu shadows the host's CPU onnxruntime)
+    host_site="$(python3 -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    python3 -m venv --without-pip "$venv" || exit 2
+    site="$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+    echo "$host_site" > "$site/zz-host-image.pth"
+    python3 -m pip install -q --no-index --no-deps --no-compile --target "$site" "$work"/wheels/*.whl || { say "wheel install failed"; exit 2; }
+    # rtaudit itself as its editable install maps it (pyproject.toml: rtaudit.<folder> = <folder>)
+    mkdir -p "$site/rtaudit"
+    for d in engine workers schemas topics; do ln -sfn "$repo/$d" "$site/rtaudit/$d"; done
+    printf '#!%s\nimport sys\nfrom faust.cli.faust import cli\nsys.exit(cli())\n' "$venv/bin/python" > "$venv/bin/faust"
+    printf '#!%s\nimport sys\nfrom rtaudit.workers.cli import app\nsys.argv[0] = "rtaudit"\nsys.exit(app())\n' "$venv/bin/python" > "$venv/bin/rtaudit"
+    chmod +x "$venv/bin/faust" "$venv/bin/rtaudit"
+    "$venv/bin/rtaudit" --help >/dev/null || { say "rtaudit does not start in $venv"; exit 2; }
 fi
 export PATH="$venv/bin:$PATH" HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 # onnxruntime-gpu loads cuBLAS/cuDNN/cuFFT/... by name: point the loader at the CUDA 13 libraries
