@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rtaudit.engine.policy import uncovered_stage_message, uncovered_stages, unknown_category_message
 from rtaudit.workers import control_view as view
 from rtaudit.workers.cli_common import fail, settings_or_exit
 from rtaudit.workers.settings import Settings
@@ -41,6 +42,8 @@ ExpectOpt = Annotated[Optional[int], typer.Option("--expect-version", min=0, hel
                                                   "(compare-and-swap; 0: none); default: whatever is in force")]
 AuthorOpt = Annotated[Optional[str], typer.Option("--author", help="recorded with the change (default: user@host)")]
 ReasonOpt = Annotated[Optional[str], typer.Option("--reason", help="why, for `rtaudit control history`")]
+#: how ``policy set`` forces a policy past the category checks (a settings file: ``allow_unknown_category``).
+ALLOW_UNKNOWN_FLAG = "pass --allow-unknown-category"
 StageArg = Annotated[str, typer.Argument(help="text | image | ocr")]
 TenantArg = Annotated[str, typer.Argument(help="tenant id ([A-Za-z0-9._-], up to 64 characters)")]
 
@@ -249,8 +252,11 @@ def policy_set(tenant: TenantArg,
         raise fail(str(exc)) from None
     unknown, unflagged = view.policy_categories(payload.policy)
     if unknown and not allow_unknown_category:
-        raise fail(f"{file}: no stage scores {', '.join(unknown)} (known: {', '.join(view.KNOWN_CATEGORIES)}); "
-                   "a misspelt category never flags. Fix the name, or pass --allow-unknown-category")
+        raise fail(unknown_category_message(str(file), unknown, ALLOW_UNKNOWN_FLAG))
+    stages = settings_or_exit(config).scored_categories()
+    uncovered = uncovered_stages(payload.policy, stages)
+    if uncovered and not allow_unknown_category:
+        raise fail(uncovered_stage_message(str(file), uncovered, stages, ALLOW_UNKNOWN_FLAG))
     if unflagged:
         console.print(f"note: this policy has no threshold for {', '.join(unflagged)}: those categories never flag "
                       f"for {tenant}", highlight=False, markup=False)

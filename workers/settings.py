@@ -1,8 +1,10 @@
 """The one settings object per process, validated at start-up.
 
-Sources, strongest first: environment variables (``RTAUDIT_*``, nested with
-``__``, plus the standard ``KAFKA_BOOTSTRAP_SERVERS``), then the TOML settings
+Sources, strongest first: explicit arguments (``Settings(embedded_port=...)``,
+``load_settings(path, **overrides)``), environment variables (``RTAUDIT_*``, nested
+with ``__``, plus the standard ``KAFKA_BOOTSTRAP_SERVERS``), then the TOML settings
 file (``RTAUDIT_CONFIG``, else ``./rtaudit.toml`` when present), then defaults.
+Tables (``[tenants.acme]``) merge key by key across sources.
 Library code never reads the environment: it takes values from here.
 """
 
@@ -16,11 +18,14 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
 from rtaudit.engine.media import MediaPolicy
-from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.policy import (
+    IMAGE_CATEGORIES, KNOWN_CATEGORIES, LEXICAL_CATEGORIES, TEXT_CATEGORIES, PolicyBook, TenantPolicy, uncovered_stage_message,
+    uncovered_stages, unknown_category_message,
+)
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
 from rtaudit.workers.security import SecuritySettings
 
@@ -175,6 +180,30 @@ class BatchSettings(BaseModel):
         )
 
 
+#: the escape hatch of the category checks, as a settings file and the environment spell it.
+ALLOW_UNKNOWN_KEY = "allow_unknown_category = true (RTAUDIT_ALLOW_UNKNOWN_CATEGORY=1)"
+
+
+class _EnvSource(EnvSettingsSource):
+    """The environment, with whichever of :data:`BOOTSTRAP_ENV` is set under the field's own
+    name, so an explicit ``Settings(bootstrap_servers=...)`` beats it like any other argument."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        for name in BOOTSTRAP_ENV:
+            if name in data:
+                data["bootstrap_servers"] = data.pop(name)
+        return data
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated with ``top``; tables (dicts) present in both are merged key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
+
+
 class Settings(BaseSettings):
     """All of a process's configuration. See ``rtaudit.toml`` for a commented example."""
 
@@ -214,10 +243,39 @@ class Settings(BaseSettings):
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     #: TLS and SASL of every Kafka client (confluent-kafka and Faust/aiokafka): ``workers/security.py``.
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    #: accept thresholds of categories no stage scores, and tenants whose thresholds cover none of
+    #: a stage's categories (the settings file's ``policy set --allow-unknown-category``).
+    allow_unknown_category: bool = False
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):  # type: ignore[no-untyped-def]
-        return (env_settings, init_settings)
+        # explicit arguments win over the environment; :func:`load_settings` puts the settings
+        # file under the environment (it merges the two before passing them as arguments)
+        return (init_settings, _EnvSource(settings_cls))
+
+    @model_validator(mode="after")
+    def _policies_can_flag(self) -> "Settings":
+        """Refuse a policy with a threshold for a category no stage scores (a misspelt category
+        never flags) or with none for any category of a stage (that stage's inputs are all
+        allowed), unless ``allow_unknown_category``. Raises ValueError naming the table."""
+        if self.allow_unknown_category:
+            return self
+        escape = f"set {ALLOW_UNKNOWN_KEY}"
+        stages = self.scored_categories()
+        for where, policy in [("default.thresholds", self.default),
+                              *((f"tenants.{t}.thresholds", p) for t, p in self.tenants.items())]:
+            unknown = sorted(c for c in policy.thresholds if c not in KNOWN_CATEGORIES)
+            if unknown:
+                raise ValueError(unknown_category_message(where, unknown, escape))
+            uncovered = uncovered_stages(policy, stages)
+            if uncovered:
+                raise ValueError(uncovered_stage_message(where, uncovered, stages, escape))
+        return self
+
+    def scored_categories(self) -> dict[str, tuple[str, ...]]:
+        """The categories each stage of this fleet scores (the text stage's follow ``text_model``)."""
+        return {"text": LEXICAL_CATEGORIES if self.text_model == "lexical" else TEXT_CATEGORIES,
+                "ocr": TEXT_CATEGORIES, "image": IMAGE_CATEGORIES}
 
     @property
     def bootstrap(self) -> str:
@@ -372,6 +430,8 @@ def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
         value = err.get("input")
         secret = any(w.lower() in where.lower() for w in _SECRET_WORDS)
         shown = f" = {value!r}" if isinstance(value, str | int | float | bool) and not secret and not envs else ""
+        if not loc and ": " in msg:  # a check across fields (the policies): its message starts with the table
+            where, msg = msg.split(": ", 1)
         clauses.append(f"{where}{shown} (from {source}): {msg}")
     return "; ".join(clauses)
 
@@ -392,7 +452,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read settings file {p}: {exc}") from None
     check_environment()
-    data.update(overrides)
+    data = _deep_merge(_deep_merge(data, _EnvSource(Settings)()), overrides)
     try:
         return Settings(**data)
     except ValidationError as exc:

@@ -313,6 +313,16 @@ def test_a_policy_with_a_category_no_stage_scores_is_refused(no_broker, tmp_path
     assert forced.exit_code == 2 and "never flag" in forced.output and "no broker at" in forced.output
 
 
+def test_a_policy_with_no_threshold_for_any_text_category_is_refused(no_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What deploy/k8s/configmap.yaml once held: known categories, none of them scored by the text stage."""
+    stale = tmp_path / "stale.toml"
+    stale.write_text("[thresholds.profanity]\nreview = 0.5\nblock = 0.9\n[thresholds.sexual]\nreview = 0.45\nblock = 0.7\n")
+    result = run("policy", "set", "acme", str(stale))
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert "no threshold for any category of the ocr and text stages" in line and "--allow-unknown-category" in line
+
+
 def test_policy_categories_splits_unknown_from_unflagged() -> None:
     from rtaudit.engine.policy import Threshold, TenantPolicy
     from rtaudit.workers.control_view import KNOWN_CATEGORIES, policy_categories

@@ -394,8 +394,9 @@ def _stand(opts: IsolationOptions, log_dir: Path, say: Callable[[str], None]) ->
     log_dir.mkdir(parents=True, exist_ok=True)
     config = log_dir / "isolation.toml"
     # metrics ports: this process's base, then one per worker (the router's counters are read)
-    config.write_text(settings_toml(free_port(), log_dir / "state", free_port_block(4), quota, max(1.0, quota * opts.burst_s)))
-    settings = load_settings(config)
+    port = free_port()
+    config.write_text(settings_toml(port, log_dir / "state", free_port_block(4), quota, max(1.0, quota * opts.burst_s)))
+    settings = load_settings(config, embedded_port=port)  # explicit: an exported RTAUDIT_EMBEDDED_PORT does not move it
     env = {BATCH_MS_ENV: str(opts.cost.batch_ms), ITEM_MS_ENV: str(opts.cost.item_ms), "RTAUDIT_STATE_DIR": str(log_dir / "state")}
     fleet = Fleet(settings, config=config, roles=("router", "fusion", WORKER_ROLE), log_dir=log_dir, env=env)
     fleet.launch()
