@@ -51,10 +51,8 @@ TenantArg = Annotated[str, typer.Argument(help="tenant id ([A-Za-z0-9._-], up to
 def _connect(config: Path | None, topics: tuple[str, ...] = ()) -> Settings:
     """Settings, and a broker that answers with the control topic (else exit 2 with the fix)."""
     from rtaudit.topics.catalog import CONTROL
-    from rtaudit.workers.kafka import LIBRDKAFKA_LOG, ClusterError, check_cluster
+    from rtaudit.workers.kafka import ClusterError, check_cluster
 
-    if not logging.getLogger().isEnabledFor(logging.INFO):
-        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
     s = settings_or_exit(config)
     try:
         check_cluster(s, [CONTROL, *topics])
@@ -257,10 +255,11 @@ def policy_set(tenant: TenantArg,
     uncovered = uncovered_stages(payload.policy, stages)
     if uncovered and not allow_unknown_category:
         raise fail(uncovered_stage_message(str(file), uncovered, stages, ALLOW_UNKNOWN_FLAG))
+    settings = _connect(config)  # the broker first: when it is down, that is the one line
     if unflagged:
         console.print(f"note: this policy has no threshold for {', '.join(unflagged)}: those categories never flag "
                       f"for {tenant}", highlight=False, markup=False)
-    _publish(_connect(config), subject, payload, expects=expect_version, author=author, reason=reason)
+    _publish(settings, subject, payload, expects=expect_version, author=author, reason=reason)
 
 
 @policy_app.command("clear")
