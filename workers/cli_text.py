@@ -137,8 +137,8 @@ def eval_text(
         "--artifacts", help="artifact directory to evaluate (manifest.json, en_head.npz, ...; its manifest says "
                             "which encoder: e.g. a checkout of an older engine/text/artifacts for a before/after "
                             "comparison); default: the shipped engine/text/artifacts")] = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what the README's "
-                                           "quality section pastes)")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what docs/quality.md "
+                                           "pastes)")] = False,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.

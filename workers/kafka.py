@@ -1,6 +1,6 @@
 """confluent-kafka client configurations for the two profiles, and the cluster checks of the CLI.
 
-``local`` handles the embedded tansu broker's measured quirks (BROKER_NOTES):
+``local`` handles the embedded tansu broker's measured quirks (docs/broker.md):
 3 s session / 1 s heartbeat (joins in ~2 s instead of ~23 s), a 10 ms fetch
 wait (tansu answers a fetch only when the wait expires: ~7 ms per hop instead of
 ~250 ms). ``production`` keeps librdkafka's defaults except what the fleet needs

@@ -38,11 +38,18 @@ BOOTSTRAP_ENV = ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS")
 
 
 class MediaSettings(BaseModel):
+    """Media limits and the allowlists of media fetched by URI (``[media]``; :mod:`rtaudit.engine.media`)."""
+
     model_config = ConfigDict(extra="forbid")
+    #: largest encoded media item, bytes (inline base64 decoded, or fetched by URI).
     max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    #: largest decoded image, pixels (the decompression-bomb guard).
     max_pixels: int = Field(default=40_000_000, ge=1)
+    #: folders a ``file://`` media URI may name (symlinks resolved); empty: no ``file://`` URI is fetched.
     allowed_file_roots: list[Path] = Field(default_factory=list)
+    #: hosts an ``http(s)://`` media URI may name (never a loopback or private address); empty: none.
     allowed_http_hosts: list[str] = Field(default_factory=list)
+    #: timeout of one http(s) media fetch, s.
     fetch_timeout_s: float = Field(default=5.0, gt=0)
 
     def policy(self) -> MediaPolicy:
@@ -58,7 +65,7 @@ BATCH_STAGES = ("text", "image", "ocr")
 
 
 class BatchProfile(BaseModel):
-    """A named point on the latency/throughput curve (see README "Batching profiles").
+    """A named point on the latency/throughput curve (docs/batching.md "Batching profiles").
 
     Attributes:
         window_ms: window from the oldest queued item at zero consumer lag, ms.
@@ -209,12 +216,15 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RTAUDIT_", env_nested_delimiter="__", extra="forbid")
 
+    #: the Kafka cluster, ``host:port[,host:port...]``; unset: the embedded tansu broker on loopback.
     bootstrap_servers: str | None = Field(
         default=None, validation_alias=AliasChoices(*BOOTSTRAP_ENV, "bootstrap_servers")
     )
     #: ``local`` = the embedded tansu broker's client profile; ``production`` = library defaults.
     kafka_profile: Literal["local", "production"] | None = None
+    #: loopback port of the embedded broker (when ``bootstrap_servers`` is unset).
     embedded_port: int = EMBEDDED_PORT
+    #: partitions of every keyed topic, fixed when ``rtaudit topics create`` creates it.
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=256)
     #: replication factor of topics Faust creates itself (changelogs); default 1 local, 3 production.
     replication_factor: int | None = Field(default=None, ge=1, le=7)
@@ -222,10 +232,12 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     #: address the Prometheus exporter binds: loopback unless set (``0.0.0.0`` in a container).
     metrics_host: str = "127.0.0.1"
+    #: per-role working directories of the workers (Faust data dirs), logs and the model store.
     state_dir: Path = Path(".rtaudit")
+    #: run the models on CUDA when onnxruntime-gpu and a GPU are present.
     prefer_gpu: bool = True
     #: onnxruntime intra-op threads per model session on CPU; 0 = auto: one less than the usable
-    #: cores, at least 1 (README "Inference threads"). Resolved by :meth:`model_threads`.
+    #: cores, at least 1 (docs/batching.md "Inference threads"). Resolved by :meth:`model_threads`.
     inference_threads: int = Field(default=0, ge=0, le=256)
     #: the text worker's model (``workers/text.py``): ``minilm`` (MiniLM + alt-profanity-check),
     #: ``lexical`` (alt-profanity-check alone) or ``null`` (fixed scores: the overhead bench only).
@@ -237,8 +249,11 @@ class Settings(BaseSettings):
     text_encoder_precision: Literal["auto", "fp32", "int8"] = "auto"
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
+    #: how long fusion waits past a request's deadline for partials already in flight, ms.
     fusion_grace_ms: int = Field(default=250, ge=0)
+    #: how long fusion remembers a decided request id to drop its duplicates, ms.
     fusion_retention_ms: int = Field(default=60_000, ge=1000)
+    #: the policy of every tenant without its own ``[tenants.<id>]`` table.
     default: TenantPolicy = Field(default_factory=TenantPolicy)
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     #: TLS and SASL of every Kafka client (confluent-kafka and Faust/aiokafka): ``workers/security.py``.
@@ -295,7 +310,7 @@ class Settings(BaseSettings):
         least 1: the event loop, the Kafka client's thread and — locally — the broker and
         the other workers need a core, and onnxruntime's threads meet at a barrier after
         every operator, so one preempted thread stalls the whole batch. Measured on 2 cores
-        (README "Inference threads"): the text worker's knee rose from 99.7 to 112 texts/s
+        (docs/batching.md "Inference threads"): the text worker's knee rose from 99.7 to 112 texts/s
         with 1 thread instead of 2. In a container, set it to the CPUs the pod may use:
         the affinity mask does not show a CPU quota.
         """

@@ -24,7 +24,7 @@ def session(model_path: str, *, prefer_gpu: bool = True, intra_op_threads: int =
             choose (one per core). A worker that shares its cores with the event loop,
             a broker or other workers runs faster with fewer threads than cores: ORT's
             threads meet at a barrier after every operator, so one preempted thread
-            stalls the rest (see README "Inference threads").
+            stalls the rest (see docs/batching.md "Inference threads").
 
     The CPU memory arena is off: a worker swaps model versions at run time (issue 9), and
     the arena keeps every buffer it ever grew. Measured with ``rtaudit.workers.bench.serving_memory``

@@ -5,7 +5,7 @@ tenant flooding at 5x the text stage's capacity, per quota configuration, in one
 text worker (the real :func:`rtaudit.workers.modality.modality_app`, balanced profile) whose model
 stage is :class:`CostStage`, a deterministic cost of ``batch_ms + item_ms x n`` per batch of ``n``
 (slept, off the event loop, as inference is). The defaults, 20 ms + 6 ms/item, are MiniLM's cost
-on one core of the 2-core development machine (README "Measured": 154 texts/s at batch 64, about
+on one core of the 2-core development machine (docs/benchmarks.md "Measured": 154 texts/s at batch 64, about
 28 ms alone); a sleep keeps the model's cost fixed whatever else runs on the cores, so the
 capacity, ``64 / (20 + 6 x 64 ms)`` = 158 requests/s, is known before the run and the ratios
 measure the fleet, not the neighbours' CPU noise. The router, fusion, broker and load generator
