@@ -332,30 +332,41 @@ def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
 
 @app.command()
 def submit(
-    paths: Annotated[list[Path], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")],
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")] = None,
+    uri: Annotated[Optional[list[str]], typer.Option("--uri", help="an image by reference, file:// or http(s):// (repeatable): the fleet "
+                                                     "fetches it if [media] allowed_file_roots / allowed_http_hosts allow it")] = None,
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
     config: ConfigOpt = None,
 ) -> None:
-    """Publish files to audit.requests ("submitted ID" once the broker acknowledged each);
-    optionally wait and print their verdicts. Exit 1 when the broker, the topics, an
+    """Publish files (and --uri images by reference) to audit.requests ("submitted ID" once the
+    broker acknowledged each); optionally wait and print their verdicts. An empty file of any kind is refused. Exit 1 when the broker, the topics, an
     acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file."""
     from rtaudit.schemas.errors import AuditError
     from rtaudit.topics.catalog import REQUESTS, VERDICTS
     from pydantic import ValidationError
 
     from rtaudit.schemas.codec import validation_summary
-    from rtaudit.workers.client import AuditClient, DeliveryError, VerdictTimeout, request_from_path, verdict_reader
+    from rtaudit.workers.client import (
+        AuditClient, DeliveryError, VerdictTimeout, request_from_path, request_from_uri, verdict_reader,
+    )
     from rtaudit.workers.demo import verdict_line
     from rtaudit.workers.kafka import ClusterError, check_cluster
 
     s = _settings(config)
     extra = {"priority": priority} if priority else {}
+    if not paths and not uri:
+        raise _fail("nothing to submit: give files, or --uri for media by reference", 2)
     requests = []
-    for p in paths:
+    for u in uri or ():
         try:
-            requests += request_from_path(p, tenant, **extra)
+            requests.append(request_from_uri(u, tenant, **extra))
+        except ValidationError as exc:
+            raise _fail(f"--uri {u}: {validation_summary(exc)}", 2) from None
+    for p in paths or ():
+        try:
+            requests += request_from_path(p, tenant, media=s.media.policy(), **extra)
         except OSError as exc:
             raise _fail(f"{p}: {exc.strerror or exc}", 2) from None
         except AuditError as exc:

@@ -234,6 +234,7 @@ def no_broker(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", str(port))
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))  # no other fleet's claim changes the hint
     return port
 
 
