@@ -296,3 +296,46 @@ def test_every_yaml_file_passes_yamllint() -> None:
     problems = [f"{p.relative_to(REPO)}:{e.line}: {e.desc} ({e.rule})"
                 for p in files for e in linter.run(p.read_text(), config, str(p)) if e.level == "error"]
     assert not problems, "\n".join(problems)
+
+
+# ------------------------------------------------------------------------------------------ the image
+
+def test_the_image_exports_the_text_encoder_at_build_time_where_workers_look() -> None:
+    """A text or OCR container must not export MiniLM on first start (17.7 s, a 923 MiB peak in a
+    1 GiB pod): the Dockerfile runs `rtaudit text build-encoder` after installing the package and
+    before dropping root, into the RTAUDIT_CACHE the workers read at run time."""
+    import typer
+
+    from rtaudit.workers.cli import app
+
+    steps = [ln.strip() for ln in (REPO / "deploy" / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
+             if ln.strip() and not ln.lstrip().startswith("#")]
+    install = next(i for i, s in enumerate(steps) if s.startswith("RUN") and "pip install /app" in s)
+    build = next(i for i, s in enumerate(steps) if s.startswith("RUN") and "rtaudit text build-encoder" in s)
+    user = next(i for i, s in enumerate(steps) if s.startswith("USER"))
+    cache = dockerfile_env().get("RTAUDIT_CACHE")
+    env_at = next(i for i, s in enumerate(steps) if s.startswith("ENV") and "RTAUDIT_CACHE=" in s)
+    assert install < build < user and env_at < build and cache and cache.startswith("/")
+    assert "build-encoder" in typer.main.get_command(app).commands["text"].commands  # type: ignore[attr-defined]
+    # a worker container never overrides it (it would look for the encoder elsewhere and export it again)
+    assert all("RTAUDIT_CACHE" not in c.env for c in CONTAINERS)
+
+
+def mib(quantity: str) -> float:
+    """A Kubernetes memory quantity (``768Mi``, ``2Gi``) in MiB."""
+    number, unit = re.fullmatch(r"(\d+(?:\.\d+)?)(Mi|Gi)", quantity).groups()  # type: ignore[union-attr]
+    return float(number) * (1024 if unit == "Gi" else 1)
+
+
+@pytest.mark.parametrize("c", [c for c in k8s_containers() if role_of(c)], ids=ids([c for c in k8s_containers() if role_of(c)]))
+def test_memory_requests_and_limits_cover_the_measured_figures_written_beside_them(c: Container) -> None:
+    """Each worker's comment carries its measured RSS at rest and its peaks (benchmarks/role_memory.py):
+    the request holds the resting process, the limit the highest peak with a quarter to spare."""
+    path = K8S / c.source.split()[0].split("/")[-1]
+    text = path.read_text()
+    rest = [float(x) for x in re.findall(r"RSS (\d+) MiB at rest", text)]
+    peaks = [float(x) for x in re.findall(r"(\d+) MiB peak", text)]
+    assert rest and peaks, f"{path.name}: no measured memory figures beside the limits"
+    resources = c.raw["resources"]
+    assert mib(resources["requests"]["memory"]) >= rest[0]
+    assert mib(resources["limits"]["memory"]) >= 1.25 * max(peaks)
