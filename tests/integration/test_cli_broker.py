@@ -38,7 +38,8 @@ def test_verdicts_says_it_is_waiting_and_where(broker_settings: Settings, tmp_pa
     finally:
         proc.send_signal(signal.SIGINT)
         out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and out == "" and "Traceback" not in err, err
+    # Ctrl-C ends it: 0 when it lands in the read loop, 130 (click's "Aborted!") just before it
+    assert proc.returncode in (0, 130) and out == "" and "Traceback" not in err, err
 
 
 @pytest.fixture()
