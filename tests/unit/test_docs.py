@@ -46,14 +46,26 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
     assert all(p.name in nav for p in DOCS.glob("*.md")), "a docs page missing from mkdocs.yml's nav"
 
 
-def test_the_configuration_reference_is_generated_from_the_settings_model() -> None:
-    from rtaudit.workers.settings import Settings
-    from rtaudit.workers.settings_doc import render
+@pytest.mark.parametrize("page", ["configuration.md", "metrics.md"])
+def test_the_reference_pages_are_generated_from_the_registries(page: str) -> None:
+    from rtaudit.workers.reference_docs import PAGES
 
-    page = (DOCS / "configuration.md").read_text()
-    assert page == render(), "docs/configuration.md is stale: python -m rtaudit.workers.settings_doc docs/configuration.md"
+    assert (DOCS / page).read_text() == PAGES[page](), f"docs/{page} is stale: python -m rtaudit.workers.reference_docs docs/"
+
+
+def test_the_references_list_every_setting_and_metric() -> None:
+    from prometheus_client import REGISTRY
+
+    from rtaudit.workers import metrics  # noqa: F401
+    from rtaudit.workers.settings import Settings
+
+    config = (DOCS / "configuration.md").read_text()
     for name in Settings.model_fields:
-        assert f"| `{name}` |" in page or f"`[{name}]`" in page, name
+        assert f"| `{name}` |" in config or f"`[{name}]`" in config, name
+    page = (DOCS / "metrics.md").read_text()
+    names = [f.name for c in list(REGISTRY._collector_to_names) if hasattr(c, "describe")
+             for f in c.describe() if f.name.startswith("rtaudit_")]
+    assert len(names) >= 20 and all(f"`{n}" in page for n in names)
 
 
 def test_the_readme_is_a_first_screen_whose_links_resolve() -> None:
