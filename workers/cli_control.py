@@ -235,12 +235,15 @@ def policy_set(tenant: TenantArg,
                file: Annotated[Path, typer.Argument(help="TOML (.toml) or JSON file of TenantPolicy fields (engine/policy.py)")],
                expect_version: ExpectOpt = None, author: AuthorOpt = None, reason: ReasonOpt = None,
                allow_unknown_category: Annotated[bool, typer.Option(
-                   "--allow-unknown-category", help="publish thresholds of categories no stage of this fleet scores")] = False,
+                   "--allow-unknown-category", help="publish thresholds of categories no stage of this fleet scores, or a "
+                                                   "policy with no threshold for any category of a stage")] = False,
                config: ConfigOpt = None) -> None:
     """Replace TENANT's whole policy (fields the file omits take TenantPolicy's defaults, not rtaudit.toml's).
 
     A threshold for a category no stage scores is refused (a misspelt category never flags, and
-    its policy would flag nothing); categories the file leaves out are named: they never flag."""
+    its policy would flag nothing), and so is a policy with no threshold for any category of a
+    stage (every text, or every image, would be allowed); categories the file leaves out are
+    named: they never flag."""
     from rtaudit.schemas.control import PolicyPayload
 
     subject = _subject("policy", tenant)
