@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 export HF_HUB_OFFLINE := 1
 
-.PHONY: demo test setup
+.PHONY: demo test setup docs
 setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml
@@ -18,3 +18,6 @@ demo: setup
 
 test: setup
 	$(BIN)/python -m pytest -q
+
+docs: setup   # the documentation site into site/ (test_docs.py builds it strictly in `make test` too)
+	$(BIN)/mkdocs build --strict

@@ -17,7 +17,7 @@ onnxruntime run (:data:`rtaudit.engine.text.encoder.INT8_ROWS_PER_RUN`, the serv
 Texts: the project's own (the functional suite, the benign list, the benign emoji chat messages), plus, where
 ``--data`` holds them, HatemojiBuild's test split and ``--chitchat`` Chit-Chat test messages (from
 ``$RTAUDIT_SAFETY_DATA`` or ``~/.cache/rtaudit/data``). One run, modes measured one after another on a shared
-machine: compare within the run. Measured 2026-12-03 in README.md, section "The int8 text encoder".
+machine: compare within the run. Measured 2026-12-03 in docs/benchmarks.md, section "The int8 text encoder".
 """
 
 from __future__ import annotations

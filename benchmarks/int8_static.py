@@ -15,7 +15,7 @@ into a temporary directory and prints, for fp32, dynamic int8 and static int8, o
   time against in one batch.
 
 One run, graphs measured one after another on a shared machine: compare ratios within the run. Measured 2026-12-03
-in README.md, section "The int8 text encoder".
+in docs/benchmarks.md, section "The int8 text encoder".
 """
 
 from __future__ import annotations

@@ -12,7 +12,7 @@ it three things:
   the oldest request still waiting for its verdict (or, with none waiting, the offset after
   the last record applied). A fusion that restarts from that offset replays every record
   of every undecided request, so nothing is lost whatever the broker's changelog or
-  end-offset behaviour (BROKER_NOTES: tansu's end offset breaks Faust's table recovery).
+  end-offset behaviour (docs/broker.md: tansu's end offset breaks Faust's table recovery).
 
 Requests decided before a restart whose records lie past the commit offset would be
 decided again on replay; the worker prevents that by reading the keys of the verdicts it

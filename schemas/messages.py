@@ -52,7 +52,7 @@ class MediaItem(_Strict):
 
     type: Literal["image", "audio", "video"]
     # the size limit is checked on the decoded bytes (below); maxLength stays in the JSON Schema
-    data_b64: str | None = Field(default=None, json_schema_extra={"maxLength": (MAX_INLINE_MEDIA_BYTES * 4) // 3 + 4})
+    data_b64: str | None = Field(default=None, json_schema_extra={"minLength": 4, "maxLength": (MAX_INLINE_MEDIA_BYTES * 4) // 3 + 4})
     uri: str | None = Field(default=None, max_length=2048, pattern=r"^(file|https?)://")
     mime: str | None = Field(default=None, max_length=100)
     name: str | None = Field(default=None, max_length=256, description="original file name, for evidence")
@@ -68,6 +68,8 @@ class MediaItem(_Strict):
     def _is_base64(cls, value: str | None) -> str | None:
         if value is not None:
             size = decoded_base64_size(value)
+            if size == 0:  # refused like an empty text: nothing to moderate (the client refuses an empty file alike)
+                raise ValueError("inline media item is empty (0 bytes): nothing to moderate")
             if size > MAX_INLINE_MEDIA_BYTES:
                 raise ValueError(
                     f"inline media item is {size} bytes, over the {MAX_INLINE_MEDIA_BYTES} bytes "

@@ -49,7 +49,7 @@ def faust_options(settings: Settings, role: str) -> dict[str, Any]:
     if credentials is not None:
         opts["broker_credentials"] = credentials
     if local:
-        # BROKER_NOTES: tansu holds each JoinGroup ~ceil(session/2) s; 2 s / 0.5 s joins in ~2.4 s.
+        # docs/broker.md: tansu holds each JoinGroup ~ceil(session/2) s; 2 s / 0.5 s joins in ~2.4 s.
         opts.update(broker_session_timeout=2.0, broker_heartbeat_interval=0.5, broker_commit_interval=0.5)
         # A worker emits a micro-batch of partials at once; with Faust's 16 KB batches and no
         # linger, aiokafka waits for one produce round trip per ~40 partials per partition

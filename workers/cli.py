@@ -60,6 +60,7 @@ def _settings(config: Path | None) -> Settings:
 def _main(verbose: Annotated[bool, typer.Option("--verbose", "-v")] = False) -> None:
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    _quiet_librdkafka(verbose)
 
 
 @app.command()
@@ -163,7 +164,7 @@ def topics_create(config: ConfigOpt = None) -> None:
 
     from rtaudit.workers.kafka import client_config
 
-    s = _settings(config)
+    s = _cluster(config)
     _print_checks(ensure_topics(client_config(s), catalog(s.partitions)))
 
 
@@ -175,11 +176,26 @@ def topics_verify(config: ConfigOpt = None) -> None:
 
     from rtaudit.workers.kafka import client_config
 
-    s = _settings(config)
+    s = _cluster(config)
     checks = ensure_topics(client_config(s), catalog(s.partitions), create=False)
+    bad = [c for c in checks if c.state != "exists"]
+    if bad:
+        raise _fail(f"{len(bad)} of {len(checks)} topics not as declared on {s.bootstrap}: "
+                    + ", ".join(f"{c.name} {c.state} ({c.partitions}/{c.expected_partitions} partitions)" for c in bad)
+                    + ": `rtaudit topics create` creates the missing ones (a partition count cannot change: recreate that topic)")
     _print_checks(checks)
-    if any(c.state != "exists" for c in checks):
-        raise typer.Exit(1)
+
+
+def _cluster(config: Path | None) -> Settings:
+    """The settings, and a broker that answers at their address (else one line, exit 1)."""
+    from rtaudit.workers.kafka import ClusterError, check_cluster
+
+    s = _settings(config)
+    try:
+        check_cluster(s, [])
+    except ClusterError as exc:
+        raise _fail(str(exc)) from None
+    return s
 
 
 @schemas_app.command("export")
@@ -198,6 +214,7 @@ def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr
 
     if role not in ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    _settings(None)  # bad settings: one line here rather than faust's traceback
     os.execv(faust_executable(), [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
 
 
@@ -291,12 +308,11 @@ def _fail(message: str, code: int = 1) -> typer.Exit:
     return fail(message, code)
 
 
-def _quiet_librdkafka() -> None:
-    """librdkafka's own log lines only with -v (the commands report errors in one line)."""
-    from rtaudit.workers.kafka import LIBRDKAFKA_LOG
-
-    if not logging.getLogger().isEnabledFor(logging.INFO):
-        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
+def _quiet_librdkafka(verbose: bool) -> None:
+    """librdkafka's own log lines only with -v (every command reports errors in one line); the
+    logger (:data:`rtaudit.workers.kafka.LIBRDKAFKA_LOG`) is named here so that confluent-kafka
+    is imported only by the commands that need it."""
+    logging.getLogger("rtaudit.workers.kafka.librdkafka").setLevel(logging.NOTSET if verbose else logging.CRITICAL)
 
 
 def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
@@ -316,31 +332,41 @@ def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
 
 @app.command()
 def submit(
-    paths: Annotated[list[Path], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")],
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")] = None,
+    uri: Annotated[Optional[list[str]], typer.Option("--uri", help="an image by reference, file:// or http(s):// (repeatable): the fleet "
+                                                     "fetches it if [media] allowed_file_roots / allowed_http_hosts allow it")] = None,
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
     config: ConfigOpt = None,
 ) -> None:
-    """Publish files to audit.requests ("submitted ID" once the broker acknowledged each);
-    optionally wait and print their verdicts. Exit 1 when the broker, the topics, an
+    """Publish files (and --uri images by reference) to audit.requests ("submitted ID" once the
+    broker acknowledged each); optionally wait and print their verdicts. An empty file of any kind is refused. Exit 1 when the broker, the topics, an
     acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file."""
     from rtaudit.schemas.errors import AuditError
     from rtaudit.topics.catalog import REQUESTS, VERDICTS
     from pydantic import ValidationError
 
     from rtaudit.schemas.codec import validation_summary
-    from rtaudit.workers.client import AuditClient, DeliveryError, VerdictTimeout, request_from_path, verdict_reader
+    from rtaudit.workers.client import (
+        AuditClient, DeliveryError, VerdictTimeout, request_from_path, request_from_uri, verdict_reader,
+    )
     from rtaudit.workers.demo import verdict_line
     from rtaudit.workers.kafka import ClusterError, check_cluster
 
-    _quiet_librdkafka()
     s = _settings(config)
     extra = {"priority": priority} if priority else {}
+    if not paths and not uri:
+        raise _fail("nothing to submit: give files, or --uri for media by reference", 2)
     requests = []
-    for p in paths:
+    for u in uri or ():
         try:
-            requests += request_from_path(p, tenant, **extra)
+            requests.append(request_from_uri(u, tenant, **extra))
+        except ValidationError as exc:
+            raise _fail(f"--uri {u}: {validation_summary(exc)}", 2) from None
+    for p in paths or ():
+        try:
+            requests += request_from_path(p, tenant, media=s.media.policy(), **extra)
         except OSError as exc:
             raise _fail(f"{p}: {exc.strerror or exc}", 2) from None
         except AuditError as exc:
@@ -389,8 +415,8 @@ def verdicts(
     from rtaudit.workers.demo import verdict_line
     from rtaudit.workers.kafka import ClusterError
     from rtaudit.engine.clock import now_ms
+    from rtaudit.topics.catalog import VERDICTS
 
-    _quiet_librdkafka()
     s = _settings(config)
     try:
         reader = verdict_reader(s, dedupe=not raw)
@@ -399,6 +425,9 @@ def verdicts(
     started = now_ms()
     since = 0 if from_beginning else started - 1000
     n = 0
+    Console(stderr=True).print(
+        f"waiting for verdicts on {VERDICTS} at {s.bootstrap} ({'from the beginning' if from_beginning else 'new ones; --from-beginning for older'}"
+        f"{f', stop after {count}' if count else ''}; Ctrl-C stops)", highlight=False, markup=False)
     with reader:
         try:
             for v, arrived in reader.stream():

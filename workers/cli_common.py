@@ -20,7 +20,7 @@ console = Console(width=max(140, Console().width))
 class MarkdownConsole:
     """A stand-in for :data:`console` (its ``print`` only) that writes each :class:`rich.table.Table` as a
     GitHub-flavoured markdown table (its title a bold line above it) and any other text plain, markup
-    removed: ``rtaudit eval --markdown`` prints what the README's quality section pastes."""
+    removed: ``rtaudit eval --markdown`` prints what docs/quality.md pastes."""
 
     def print(self, *objects: object, markup: bool | None = None, **_: object) -> None:
         for o in objects:

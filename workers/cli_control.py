@@ -22,6 +22,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from rtaudit.engine.policy import uncovered_stage_message, uncovered_stages, unknown_category_message
 from rtaudit.workers import control_view as view
 from rtaudit.workers.cli_common import fail, settings_or_exit
 from rtaudit.workers.settings import Settings
@@ -41,6 +42,8 @@ ExpectOpt = Annotated[Optional[int], typer.Option("--expect-version", min=0, hel
                                                   "(compare-and-swap; 0: none); default: whatever is in force")]
 AuthorOpt = Annotated[Optional[str], typer.Option("--author", help="recorded with the change (default: user@host)")]
 ReasonOpt = Annotated[Optional[str], typer.Option("--reason", help="why, for `rtaudit control history`")]
+#: how ``policy set`` forces a policy past the category checks (a settings file: ``allow_unknown_category``).
+ALLOW_UNKNOWN_FLAG = "pass --allow-unknown-category"
 StageArg = Annotated[str, typer.Argument(help="text | image | ocr")]
 TenantArg = Annotated[str, typer.Argument(help="tenant id ([A-Za-z0-9._-], up to 64 characters)")]
 
@@ -48,10 +51,8 @@ TenantArg = Annotated[str, typer.Argument(help="tenant id ([A-Za-z0-9._-], up to
 def _connect(config: Path | None, topics: tuple[str, ...] = ()) -> Settings:
     """Settings, and a broker that answers with the control topic (else exit 2 with the fix)."""
     from rtaudit.topics.catalog import CONTROL
-    from rtaudit.workers.kafka import LIBRDKAFKA_LOG, ClusterError, check_cluster
+    from rtaudit.workers.kafka import ClusterError, check_cluster
 
-    if not logging.getLogger().isEnabledFor(logging.INFO):
-        LIBRDKAFKA_LOG.setLevel(logging.CRITICAL)
     s = settings_or_exit(config)
     try:
         check_cluster(s, [CONTROL, *topics])
@@ -234,12 +235,15 @@ def policy_set(tenant: TenantArg,
                file: Annotated[Path, typer.Argument(help="TOML (.toml) or JSON file of TenantPolicy fields (engine/policy.py)")],
                expect_version: ExpectOpt = None, author: AuthorOpt = None, reason: ReasonOpt = None,
                allow_unknown_category: Annotated[bool, typer.Option(
-                   "--allow-unknown-category", help="publish thresholds of categories no stage of this fleet scores")] = False,
+                   "--allow-unknown-category", help="publish thresholds of categories no stage of this fleet scores, or a "
+                                                   "policy with no threshold for any category of a stage")] = False,
                config: ConfigOpt = None) -> None:
     """Replace TENANT's whole policy (fields the file omits take TenantPolicy's defaults, not rtaudit.toml's).
 
     A threshold for a category no stage scores is refused (a misspelt category never flags, and
-    its policy would flag nothing); categories the file leaves out are named: they never flag."""
+    its policy would flag nothing), and so is a policy with no threshold for any category of a
+    stage (every text, or every image, would be allowed); categories the file leaves out are
+    named: they never flag."""
     from rtaudit.schemas.control import PolicyPayload
 
     subject = _subject("policy", tenant)
@@ -249,12 +253,16 @@ def policy_set(tenant: TenantArg,
         raise fail(str(exc)) from None
     unknown, unflagged = view.policy_categories(payload.policy)
     if unknown and not allow_unknown_category:
-        raise fail(f"{file}: no stage scores {', '.join(unknown)} (known: {', '.join(view.KNOWN_CATEGORIES)}); "
-                   "a misspelt category never flags. Fix the name, or pass --allow-unknown-category")
+        raise fail(unknown_category_message(str(file), unknown, ALLOW_UNKNOWN_FLAG))
+    stages = settings_or_exit(config).scored_categories()
+    uncovered = uncovered_stages(payload.policy, stages)
+    if uncovered and not allow_unknown_category:
+        raise fail(uncovered_stage_message(str(file), uncovered, stages, ALLOW_UNKNOWN_FLAG))
+    settings = _connect(config)  # the broker first: when it is down, that is the one line
     if unflagged:
         console.print(f"note: this policy has no threshold for {', '.join(unflagged)}: those categories never flag "
                       f"for {tenant}", highlight=False, markup=False)
-    _publish(_connect(config), subject, payload, expects=expect_version, author=author, reason=reason)
+    _publish(settings, subject, payload, expects=expect_version, author=author, reason=reason)
 
 
 @policy_app.command("clear")

@@ -5,7 +5,7 @@ on the topic now, oldest first (by failure time), then the command exits; ``--fo
 holds when it failed, the role that refused it, the error code and message, the request id
 (or the source record's key), where it came from (topic[partition]@offset) and its size; with
 ``--original`` the first bytes of the original record too, escaped so that no control byte
-reaches the terminal. Who may read ``audit.dlq``: README "Dead letters".
+reaches the terminal. Who may read ``audit.dlq``: docs/security.md "Who sees what".
 """
 
 from __future__ import annotations

@@ -161,6 +161,7 @@ def fuzz(
     n = count if count is not None else (1_000 if quick else 10_000)
     if n < 1:
         raise typer.BadParameter(f"--count must be at least 1, got {n}")
+    settings_or_exit(None)  # the harness loads them with its own port: a bad variable is one line here
     raise_keyboard_interrupt_on()
     try:
         report = run(FuzzOptions(count=n, seed=seed, out_dir=out, timeout_s=timeout),

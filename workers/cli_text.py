@@ -11,7 +11,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.workers.cli_common import MarkdownConsole, console
+from rtaudit.workers.cli_common import MarkdownConsole, console, settings_or_exit
 from rtaudit.workers.cli_multilingual import multilingual_section
 
 text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
@@ -22,6 +22,13 @@ SafetyOpt = Annotated[Optional[Path], typer.Option(
     "--safety-data", help="root of the threat and self-harm sets (holds text/threatgram101, text/suicide_detection, "
                           "text/epie; default $RTAUDIT_SAFETY_DATA or ~/.cache/rtaudit/data; docs/text-moderation.md "
                           "says where each file comes from)")]
+
+
+@text_app.callback()
+def _text_settings() -> None:
+    """The text models read ``text_encoder_precision`` and ``prefer_gpu``: bad settings stop every
+    ``rtaudit text`` command with one line before any model loads."""
+    settings_or_exit(None)
 
 
 @text_app.command("build-encoder")
@@ -133,8 +140,8 @@ def eval_text(
         "--artifacts", help="artifact directory to evaluate (manifest.json, en_head.npz, ...; its manifest says "
                             "which encoder: e.g. a checkout of an older engine/text/artifacts for a before/after "
                             "comparison); default: the shipped engine/text/artifacts")] = None,
-    markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what the README's "
-                                           "quality section pastes)")] = False,
+    markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what docs/quality.md "
+                                           "pastes)")] = False,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -149,6 +156,7 @@ def eval_text(
     from rtaudit.engine.text import functional as fs
     from rtaudit.engine.text.scoring import TextScorer
 
+    settings_or_exit(None)  # the encoder reads text_encoder_precision: a bad setting is one line, not a traceback
     out = MarkdownConsole() if markdown else console
 
     if functional:

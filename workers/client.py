@@ -27,6 +27,7 @@ from pathlib import Path
 from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 
 from rtaudit.engine.clock import now_ms
+from rtaudit.engine.media import MediaPolicy
 from rtaudit.schemas.codec import decode, encode
 from rtaudit.schemas.errors import AuditError, MediaTooLarge
 from pydantic import BaseModel
@@ -39,7 +40,7 @@ from rtaudit.workers.settings import Settings
 
 __all__ = [
     "AuditClient", "DeliveryError", "InputFileError", "RecordReader", "SeenIds", "VerdictTimeout",
-    "check_cluster", "dlq_reader", "request_from_path", "verdict_reader",
+    "check_cluster", "dlq_reader", "request_from_path", "request_from_uri", "verdict_reader",
 ]
 
 R = TypeVar("R", bound=BaseModel)
@@ -71,8 +72,8 @@ class VerdictTimeout(TimeoutError):
 
 
 class InputFileError(ValueError):
-    """A file given to :func:`request_from_path` cannot become a request (binary data that is
-    neither an image nor UTF-8 text)."""
+    """A file given to :func:`request_from_path` cannot become a request (an empty file, or
+    binary data that is neither an image nor UTF-8 text)."""
 
 
 class AuditClient:
@@ -128,20 +129,26 @@ class AuditClient:
             )
 
 
-def request_from_path(path: Path, tenant_id: str, **fields: object) -> list[AuditRequest]:
+def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None = None, **fields: object) -> list[AuditRequest]:
     """Requests for a file: ``.jsonl`` → one per line (validated), image (by suffix) → one
-    inline image request, anything else → its text, which must be UTF-8.
+    inline image request, anything else → its text, which must be UTF-8. ``media``: the fleet's
+    media settings, named in the hint of an image too large to send inline.
 
     Raises:
         AuditError: a bad ``.jsonl`` line (``path:line: reason``).
-        MediaTooLarge: an image over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes.
-        InputFileError: a file that is neither an image nor UTF-8 text.
+        MediaTooLarge: an image over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes; the message
+            says how to send it by URI (``rtaudit submit --uri``) and what the fleet allows.
+        InputFileError: an empty file of any kind (0 bytes, or only whitespace for text and
+            ``.jsonl``), or a file that is neither an image nor UTF-8 text.
         OSError: the file cannot be read.
     """
     suffix = path.suffix.lower()
+    data = path.read_bytes()
+    if not data or (suffix not in IMAGE_SUFFIXES and not data.strip()):
+        raise InputFileError(f"{path} is empty: nothing to moderate (a request needs text or at least one media item)")
     if suffix == ".jsonl":
         out = []
-        for n, line in enumerate(path.read_bytes().splitlines(), 1):
+        for n, line in enumerate(data.splitlines(), 1):
             if line.strip():
                 try:
                     out.append(decode(line, AuditRequest))
@@ -150,12 +157,11 @@ def request_from_path(path: Path, tenant_id: str, **fields: object) -> list[Audi
         return out
     rid = f"{path.stem[:40]}-{uuid.uuid4().hex[:12]}"
     common = dict(request_id=rid, tenant_id=tenant_id, created_at_ms=now_ms(), **fields)
-    data = path.read_bytes()
     if suffix in IMAGE_SUFFIXES:
         if len(data) > MAX_INLINE_MEDIA_BYTES:
             raise MediaTooLarge(
                 f"{path} is {len(data)} bytes ({len(data) / 2**20:.1f} MiB), over the {MAX_INLINE_MEDIA_BYTES} bytes "
-                f"({MAX_INLINE_MEDIA_BYTES // 2**20} MiB) limit of inline media: send it by URI instead"
+                f"({MAX_INLINE_MEDIA_BYTES // 2**20} MiB) limit of inline media: {by_reference_hint(path, len(data), media)}"
             )
         item = MediaItem(
             type="image", data_b64=base64.b64encode(data).decode("ascii"),
@@ -172,6 +178,37 @@ def request_from_path(path: Path, tenant_id: str, **fields: object) -> list[Audi
     if "\x00" in text:
         raise InputFileError(f"{path} holds NUL bytes: binary data, not text; submit text as UTF-8, images with their suffix")
     return [AuditRequest(text=text, **common)]  # type: ignore[arg-type]
+
+
+def by_reference_hint(path: Path, size: int, media: MediaPolicy | None) -> str:
+    """How to send a file too large to inline: ``rtaudit submit --uri file://...``, and what the
+    fleet's ``[media]`` settings (``media``; unknown when ``None``) must allow for it."""
+    uri = path.resolve().as_uri()
+    if media is None:
+        return (f"send it by reference with `rtaudit submit --uri {uri}`; the fleet fetches it only from a folder in "
+                f"[media] allowed_file_roots and up to [media] max_bytes")
+    roots = ", ".join(str(r) for r in media.allowed_file_roots) or "none"
+    inside = any(path.resolve().is_relative_to(Path(r).resolve()) for r in media.allowed_file_roots)
+    needs = []
+    if not inside:
+        needs.append(f"its folder in [media] allowed_file_roots (now: {roots})")
+    if size > media.max_bytes:
+        needs.append(f"[media] max_bytes of at least {size} (now {media.max_bytes})")
+    return (f"send it by reference with `rtaudit submit --uri {uri}`"
+            + (f"; the fleet fetches it only with {' and '.join(needs)}" if needs else ""))
+
+
+def request_from_uri(uri: str, tenant_id: str, **fields: object) -> AuditRequest:
+    """A request for one image by reference (``file://`` or ``http(s)://``): the router checks the
+    URI against ``[media] allowed_file_roots`` / ``allowed_http_hosts`` and the worker fetches it.
+
+    Raises:
+        pydantic.ValidationError: not a ``file``, ``http`` or ``https`` URI, or longer than 2048 characters.
+    """
+    name = uri.rstrip("/").rsplit("/", 1)[-1][:40] or "uri"
+    rid = f"{''.join(c if c.isalnum() or c in '._-' else '-' for c in name)}-{uuid.uuid4().hex[:12]}"
+    item = MediaItem(type="image", uri=uri, mime=mimetypes.guess_type(name)[0], name=name or None)
+    return AuditRequest(request_id=rid, tenant_id=tenant_id, created_at_ms=now_ms(), media=[item], **fields)  # type: ignore[arg-type]
 
 
 class SeenIds:

@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rtaudit.engine.control import ControlState, Rejected, parse
-from rtaudit.engine.policy import DEFAULT_THRESHOLDS, TenantPolicy
+from rtaudit.engine.policy import KNOWN_CATEGORIES, TenantPolicy
 from rtaudit.engine.rollout import next_step, phase_for
 from rtaudit.schemas.control import (
     CONTROL_STAGES,
@@ -77,9 +77,6 @@ def parse_time(text: str, now_ms: int) -> int:
     return round(when.astimezone().timestamp() * 1000)  # a naive time is local time
 
 
-#: the categories the fleet's stages score (text heads and the lexical model, NudeNet): the
-#: default policy's thresholds.
-KNOWN_CATEGORIES: tuple[str, ...] = tuple(DEFAULT_THRESHOLDS)
 
 
 def policy_categories(policy: TenantPolicy) -> tuple[list[str], list[str]]:

@@ -4,7 +4,7 @@ tansu does not wake a waiting fetch when data arrives, so each hop costs about
 half the consumer's fetch wait; Faust hard-codes aiokafka's
 ``fetch_max_wait_ms=1500`` (about 350 ms per hop). This transport lowers it to
 :data:`LOCAL_FETCH_MAX_WAIT_MS` (measured: about 4 ms p50 per hop at 100 ms,
-see BROKER_NOTES). On Apache Kafka the broker answers as soon as data arrives,
+see docs/broker.md). On Apache Kafka the broker answers as soon as data arrives,
 so the production profile keeps Faust's own ``kafka://`` transport.
 """
 

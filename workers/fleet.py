@@ -8,7 +8,7 @@ Supervision (``supervise=True``, what ``rtaudit up`` runs): a thread checks ever
 :data:`SUPERVISE_INTERVAL_S` and
 
 1. restarts the embedded broker when it died (a restart loses every topic, offset and
-   group: BROKER_NOTES), recreates the topics and restarts every worker;
+   group: docs/broker.md), recreates the topics and restarts every worker;
 2. restarts each worker that exited, after the :class:`RestartPolicy` backoff (the
    failure count resets once a worker has run ``healthy_after_s``), appending to the
    same log file and reusing its metrics port; each restart is reported (``on_event``,

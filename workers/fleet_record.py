@@ -146,6 +146,28 @@ def read_claim(settings: Settings) -> FleetRecord | None:
         return None
 
 
+def live_claims() -> list[FleetRecord]:
+    """Every live claim of this user's fleets and brokers (any address), oldest first: what a
+    command that found no broker at its own address can point to."""
+    out = []
+    for path in sorted(runtime_dir().glob("*.lock")):
+        try:
+            f = open(path, "r")
+        except OSError:
+            continue
+        with f:
+            try:
+                fcntl.flock(f, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:  # held: its owner is alive
+                try:
+                    out.append(FleetRecord(**json.loads(f.read() or "{}")))
+                except (TypeError, ValueError):
+                    pass
+                continue
+            fcntl.flock(f, fcntl.LOCK_UN)
+    return sorted(out, key=lambda r: r.started_at)
+
+
 class Claim:
     """This process's claim on a broker address (hold it for the fleet's life; ``release``
     or process exit drops it)."""

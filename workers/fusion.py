@@ -3,7 +3,7 @@ exactly one verdict per request on ``audit.verdicts``. Start: ``faust -A rtaudit
 
 State lives in memory, one :class:`rtaudit.engine.fusion_table.PendingTable` per assigned
 partition, and is rebuilt by replay, not from a changelog (tansu's wrong end offset
-made Faust's changelog recovery lose pending requests, BROKER_NOTES):
+made Faust's changelog recovery lose pending requests, docs/broker.md):
 
 * **commit**: per partition, the first offset of the oldest request still waiting for
   its verdict (everything after it is replayed by whoever owns the partition next), and

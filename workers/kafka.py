@@ -1,6 +1,6 @@
 """confluent-kafka client configurations for the two profiles, and the cluster checks of the CLI.
 
-``local`` handles the embedded tansu broker's measured quirks (BROKER_NOTES):
+``local`` handles the embedded tansu broker's measured quirks (docs/broker.md):
 3 s session / 1 s heartbeat (joins in ~2 s instead of ~23 s), a 10 ms fetch
 wait (tansu answers a fetch only when the wait expires: ~7 ms per hop instead of
 ~250 ms). ``production`` keeps librdkafka's defaults except what the fleet needs
@@ -127,6 +127,13 @@ class TopicsMissing(ClusterError):
 def start_hint(settings: Settings) -> str:
     """How to get a broker: the embedded one locally, else the configuration to check."""
     if settings.bootstrap_servers is None:
+        from rtaudit.workers.fleet_record import live_claims
+
+        others = [r for r in live_claims() if r.bootstrap != settings.bootstrap]
+        if others:
+            port = others[0].bootstrap.rsplit(":", 1)[-1]
+            return (f"{others[0].describe()} listens on {others[0].bootstrap}: point at it with "
+                    f"RTAUDIT_EMBEDDED_PORT={port} (or embedded_port in the settings file), or start one here with `rtaudit up`")
         return "start one with `rtaudit up`"
     return "check bootstrap_servers (KAFKA_BOOTSTRAP_SERVERS), the network and the [security] settings"
 

@@ -217,6 +217,12 @@ class LaneControl:
         self.sync_pause()
 
 
+def intake_group(role: str) -> str:
+    """The consumer group of a modality role's lane topics: ``rtaudit-<role>`` (what lag-based
+    autoscalers such as deploy/k8s/keda-ocr.yaml watch)."""
+    return f"rtaudit-{role}"
+
+
 class LaneIntake:
     """The worker's Kafka side: one consumer of both lanes, owned by the intake thread (read
     in batches; lag readings, lane pauses and offset commits happen there too, between
@@ -233,7 +239,7 @@ class LaneIntake:
         self.role = role
         self.topics = topics
         self.accept = accept
-        self.consumer = Consumer(consumer_config(settings, f"rtaudit-{role}"))
+        self.consumer = Consumer(consumer_config(settings, intake_group(role)))
         self.gaps = OffsetGapGuard(self.consumer, role)
         self.producer = Producer(producer_config(settings))
         self.control = LaneControl(self.consumer, role, lanes, batcher)

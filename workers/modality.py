@@ -27,7 +27,7 @@ Flow (one process: an intake thread, the event loop, one inference thread):
    offset is never committed before its output was delivered (at-least-once).
 4. A 50 ms control timer sets ``rtaudit_consumer_lag_messages`` per partition
    (high watermark seen while fetching minus the next offset to process, clamped
-   at 0; tansu's ListOffsets end offset is wrong, BROKER_NOTES), feeds the lag to
+   at 0; tansu's ListOffsets end offset is wrong, docs/broker.md), feeds the lag to
    the batcher, pauses the low lane's partitions while the high lane lags (and
    resumes them when it drains or the low lane's share needs items), and sets the
    batcher gauges.

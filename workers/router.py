@@ -23,7 +23,7 @@ key; a throttled request) is answered by the router itself: one verdict that say
 ``audit.verdicts`` (:func:`rtaudit.engine.fusion.rejection_verdict`, keyed by the request id, so on
 the partition fusion would have used), and nothing for fusion. A flooding tenant's throttled
 requests thus cost one record in and one out, not three records and a fusion hop (measured:
-``rtaudit bench --isolation``, README "Tenant isolation").
+``rtaudit bench --isolation``, docs/batching.md "Tenant isolation").
 """
 
 from __future__ import annotations

@@ -1,8 +1,10 @@
 """The one settings object per process, validated at start-up.
 
-Sources, strongest first: environment variables (``RTAUDIT_*``, nested with
-``__``, plus the standard ``KAFKA_BOOTSTRAP_SERVERS``), then the TOML settings
+Sources, strongest first: explicit arguments (``Settings(embedded_port=...)``,
+``load_settings(path, **overrides)``), environment variables (``RTAUDIT_*``, nested
+with ``__``, plus the standard ``KAFKA_BOOTSTRAP_SERVERS``), then the TOML settings
 file (``RTAUDIT_CONFIG``, else ``./rtaudit.toml`` when present), then defaults.
+Tables (``[tenants.acme]``) merge key by key across sources.
 Library code never reads the environment: it takes values from here.
 """
 
@@ -16,12 +18,15 @@ from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
 from rtaudit.engine.media import MediaPolicy
 from rtaudit.engine.models.onnx import CudaOptions
-from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.policy import (
+    IMAGE_CATEGORIES, KNOWN_CATEGORIES, LEXICAL_CATEGORIES, TEXT_CATEGORIES, PolicyBook, TenantPolicy, uncovered_stage_message,
+    uncovered_stages, unknown_category_message,
+)
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
 from rtaudit.workers.security import SecuritySettings
 
@@ -34,11 +39,18 @@ BOOTSTRAP_ENV = ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS")
 
 
 class MediaSettings(BaseModel):
+    """Media limits and the allowlists of media fetched by URI (``[media]``; :mod:`rtaudit.engine.media`)."""
+
     model_config = ConfigDict(extra="forbid")
+    #: largest encoded media item, bytes (inline base64 decoded, or fetched by URI).
     max_bytes: int = Field(default=8 * 1024 * 1024, ge=1024)
+    #: largest decoded image, pixels (the decompression-bomb guard).
     max_pixels: int = Field(default=40_000_000, ge=1)
+    #: folders a ``file://`` media URI may name (symlinks resolved); empty: no ``file://`` URI is fetched.
     allowed_file_roots: list[Path] = Field(default_factory=list)
+    #: hosts an ``http(s)://`` media URI may name (never a loopback or private address); empty: none.
     allowed_http_hosts: list[str] = Field(default_factory=list)
+    #: timeout of one http(s) media fetch, s.
     fetch_timeout_s: float = Field(default=5.0, gt=0)
 
     def policy(self) -> MediaPolicy:
@@ -54,7 +66,7 @@ BATCH_STAGES = ("text", "image", "ocr")
 
 
 class BatchProfile(BaseModel):
-    """A named point on the latency/throughput curve (see README "Batching profiles").
+    """A named point on the latency/throughput curve (docs/batching.md "Batching profiles").
 
     Attributes:
         window_ms: window from the oldest queued item at zero consumer lag, ms.
@@ -220,6 +232,28 @@ class GpuSettings(BaseModel):
                            arena_extend_strategy=self.arena_extend_strategy,
                            cudnn_conv_algo_search=self.cudnn_conv_algo_search,
                            do_copy_in_default_stream=self.do_copy_in_default_stream, use_tf32=self.use_tf32)
+#: the escape hatch of the category checks, as a settings file and the environment spell it.
+ALLOW_UNKNOWN_KEY = "allow_unknown_category = true (RTAUDIT_ALLOW_UNKNOWN_CATEGORY=1)"
+
+
+class _EnvSource(EnvSettingsSource):
+    """The environment, with whichever of :data:`BOOTSTRAP_ENV` is set under the field's own
+    name, so an explicit ``Settings(bootstrap_servers=...)`` beats it like any other argument."""
+
+    def __call__(self) -> dict[str, Any]:
+        data = super().__call__()
+        for name in BOOTSTRAP_ENV:
+            if name in data:
+                data["bootstrap_servers"] = data.pop(name)
+        return data
+
+
+def _deep_merge(base: dict[str, Any], top: dict[str, Any]) -> dict[str, Any]:
+    """``base`` updated with ``top``; tables (dicts) present in both are merged key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        out[key] = _deep_merge(out[key], value) if isinstance(value, dict) and isinstance(out.get(key), dict) else value
+    return out
 
 
 class Settings(BaseSettings):
@@ -227,12 +261,15 @@ class Settings(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="RTAUDIT_", env_nested_delimiter="__", extra="forbid")
 
+    #: the Kafka cluster, ``host:port[,host:port...]``; unset: the embedded tansu broker on loopback.
     bootstrap_servers: str | None = Field(
         default=None, validation_alias=AliasChoices(*BOOTSTRAP_ENV, "bootstrap_servers")
     )
     #: ``local`` = the embedded tansu broker's client profile; ``production`` = library defaults.
     kafka_profile: Literal["local", "production"] | None = None
+    #: loopback port of the embedded broker (when ``bootstrap_servers`` is unset).
     embedded_port: int = EMBEDDED_PORT
+    #: partitions of every keyed topic, fixed when ``rtaudit topics create`` creates it.
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=256)
     #: replication factor of topics Faust creates itself (changelogs); default 1 local, 3 production.
     replication_factor: int | None = Field(default=None, ge=1, le=7)
@@ -240,12 +277,14 @@ class Settings(BaseSettings):
     metrics_port: int = Field(default=0, ge=0, le=65535)
     #: address the Prometheus exporter binds: loopback unless set (``0.0.0.0`` in a container).
     metrics_host: str = "127.0.0.1"
+    #: per-role working directories of the workers (Faust data dirs), logs and the model store.
     state_dir: Path = Path(".rtaudit")
     #: ``false``: every stage on CPU whatever ``gpu.stage_devices`` says.
+    #: run the models on CUDA when onnxruntime-gpu and a GPU are present.
     prefer_gpu: bool = True
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     #: onnxruntime intra-op threads per model session on CPU; 0 = auto: one less than the usable
-    #: cores, at least 1 (README "Inference threads"). Resolved by :meth:`model_threads`.
+    #: cores, at least 1 (docs/batching.md "Inference threads"). Resolved by :meth:`model_threads`.
     inference_threads: int = Field(default=0, ge=0, le=256)
     #: the text worker's model (``workers/text.py``): ``minilm`` (MiniLM + alt-profanity-check),
     #: ``lexical`` (alt-profanity-check alone) or ``null`` (fixed scores: the overhead bench only).
@@ -257,16 +296,48 @@ class Settings(BaseSettings):
     text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
+    #: how long fusion waits past a request's deadline for partials already in flight, ms.
     fusion_grace_ms: int = Field(default=250, ge=0)
+    #: how long fusion remembers a decided request id to drop its duplicates, ms.
     fusion_retention_ms: int = Field(default=60_000, ge=1000)
+    #: the policy of every tenant without its own ``[tenants.<id>]`` table.
     default: TenantPolicy = Field(default_factory=TenantPolicy)
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
     #: TLS and SASL of every Kafka client (confluent-kafka and Faust/aiokafka): ``workers/security.py``.
     security: SecuritySettings = Field(default_factory=SecuritySettings)
+    #: accept thresholds of categories no stage scores, and tenants whose thresholds cover none of
+    #: a stage's categories (the settings file's ``policy set --allow-unknown-category``).
+    allow_unknown_category: bool = False
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):  # type: ignore[no-untyped-def]
-        return (env_settings, init_settings)
+        # explicit arguments win over the environment; :func:`load_settings` puts the settings
+        # file under the environment (it merges the two before passing them as arguments)
+        return (init_settings, _EnvSource(settings_cls))
+
+    @model_validator(mode="after")
+    def _policies_can_flag(self) -> "Settings":
+        """Refuse a policy with a threshold for a category no stage scores (a misspelt category
+        never flags) or with none for any category of a stage (that stage's inputs are all
+        allowed), unless ``allow_unknown_category``. Raises ValueError naming the table."""
+        if self.allow_unknown_category:
+            return self
+        escape = f"set {ALLOW_UNKNOWN_KEY}"
+        stages = self.scored_categories()
+        for where, policy in [("default.thresholds", self.default),
+                              *((f"tenants.{t}.thresholds", p) for t, p in self.tenants.items())]:
+            unknown = sorted(c for c in policy.thresholds if c not in KNOWN_CATEGORIES)
+            if unknown:
+                raise ValueError(unknown_category_message(where, unknown, escape))
+            uncovered = uncovered_stages(policy, stages)
+            if uncovered:
+                raise ValueError(uncovered_stage_message(where, uncovered, stages, escape))
+        return self
+
+    def scored_categories(self) -> dict[str, tuple[str, ...]]:
+        """The categories each stage of this fleet scores (the text stage's follow ``text_model``)."""
+        return {"text": LEXICAL_CATEGORIES if self.text_model == "lexical" else TEXT_CATEGORIES,
+                "ocr": TEXT_CATEGORIES, "image": IMAGE_CATEGORIES}
 
     @property
     def bootstrap(self) -> str:
@@ -301,7 +372,7 @@ class Settings(BaseSettings):
         least 1: the event loop, the Kafka client's thread and — locally — the broker and
         the other workers need a core, and onnxruntime's threads meet at a barrier after
         every operator, so one preempted thread stalls the whole batch. Measured on 2 cores
-        (README "Inference threads"): the text worker's knee rose from 99.7 to 112 texts/s
+        (docs/batching.md "Inference threads"): the text worker's knee rose from 99.7 to 112 texts/s
         with 1 thread instead of 2. In a container, set it to the CPUs the pod may use:
         the affinity mask does not show a CPU quota.
         """
@@ -436,6 +507,8 @@ def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
         value = err.get("input")
         secret = any(w.lower() in where.lower() for w in _SECRET_WORDS)
         shown = f" = {value!r}" if isinstance(value, str | int | float | bool) and not secret and not envs else ""
+        if not loc and ": " in msg:  # a check across fields (the policies): its message starts with the table
+            where, msg = msg.split(": ", 1)
         clauses.append(f"{where}{shown} (from {source}): {msg}")
     return "; ".join(clauses)
 
@@ -456,7 +529,7 @@ def load_settings(path: str | os.PathLike[str] | None = None, **overrides: Any) 
         except (OSError, tomllib.TOMLDecodeError) as exc:
             raise SettingsError(f"cannot read settings file {p}: {exc}") from None
     check_environment()
-    data.update(overrides)
+    data = _deep_merge(_deep_merge(data, _EnvSource(Settings)()), overrides)
     try:
         return Settings(**data)
     except ValidationError as exc:

@@ -1,6 +1,6 @@
 """The lexical text stage: alt-profanity-check alone (TF-IDF + linear SVM, calibrated), no MiniLM.
 
-A cheap text model (about 3,800 texts/s on one core, README "Measured"): with
+A cheap text model (about 3,800 texts/s on one core, docs/benchmarks.md "Measured"): with
 ``RTAUDIT_TEXT_MODEL=lexical`` a text worker serves it instead of the full
 :class:`rtaudit.engine.models.text.TextStage`, and ``rtaudit bench --model lexical`` measures
 the fleet with a model that costs little but something. Source and scores: see

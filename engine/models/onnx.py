@@ -111,7 +111,7 @@ def session(model_path: str, *, prefer_gpu: bool = True, intra_op_threads: int =
             choose (one per core). A worker that shares its cores with the event loop,
             a broker or other workers runs faster with fewer threads than cores: ORT's
             threads meet at a barrier after every operator, so one preempted thread
-            stalls the rest (docs "Inference threads").
+            stalls the rest (see docs/batching.md "Inference threads").
         cuda: CUDA provider options (:class:`CudaOptions`; ``None``: its defaults).
         profile_prefix: turn onnxruntime's profiler on, writing ``<prefix>_<date>.json``
             (:func:`node_placement` reads it); for the device check, never in serving.

@@ -355,7 +355,7 @@ def self_harm_sentences(examples: list[D.Example]) -> list[D.Example]:
 
     Why: every ``self-harm`` positive was a Reddit post of up to 40 words while the short training texts (Chit-Chat,
     farewells, fragments) were all negatives, and the encoder fine-tuned on four layers learnt length: "I don't want
-    to live anymore" 0.76 → 0.33, "I want to die" 0.48 → 0.15 (docs/text-moderation.md, "Four fine-tuned layers")."""
+    to live anymore" 0.76 → 0.33, "I want to die" 0.48 → 0.15 (docs/text-moderation.md, "All six layers fine-tuned")."""
     out = []
     for e in examples:
         if e.dataset != "suicide_detection" or e.split != "train":

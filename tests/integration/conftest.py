@@ -33,7 +33,6 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Fleet, Set
     config = root / "rtaudit.toml"
     config.write_text(
         f"""
-embedded_port = {free_port()}
 state_dir = "{root / 'state'}"
 
 fusion_grace_ms = {FUSION_GRACE_MS}
@@ -52,7 +51,8 @@ version = "itest-closed-1"
 on_incomplete = "review"
 """
     )
-    settings = load_settings(config)
+    # the port passed explicitly: an exported RTAUDIT_EMBEDDED_PORT beats the file, not an argument
+    settings = load_settings(config, embedded_port=free_port())
     fleet = Fleet(settings, config=config, log_dir=root / "logs")
     fleet.start(ready_timeout_s=180)
     try:

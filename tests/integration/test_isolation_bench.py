@@ -25,7 +25,7 @@ def test_a_short_isolation_run_never_starves_the_quiet_tenant(tmp_path: Path) ->
         for p in (pair.alone, pair.flood):
             # every quiet request got its verdict; alone, and beside a throttled or delayed flood, within
             # its 10 s SLO (no expired part, no fusion timeout). Beside lower_lane only its arrival is
-            # asserted: the text worker's intake blocks high-lane records behind a full low lane (README
+            # asserted: the text worker's intake blocks high-lane records behind a full low lane (docs/batching.md
             # "Tenant isolation"), which on a loaded machine can take the quiet tenant past its SLO.
             assert p.quiet_sent >= 3 and sum(p.quiet_outcomes.values()) == p.quiet_sent, (pair.config, p.name, p.quiet_outcomes)
             if p is pair.alone or pair.config != "lower_lane":

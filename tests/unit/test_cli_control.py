@@ -234,6 +234,7 @@ def no_broker(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", str(port))
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))  # no other fleet's claim changes the hint
     return port
 
 
@@ -308,9 +309,19 @@ def test_a_policy_with_a_category_no_stage_scores_is_refused(no_broker, tmp_path
     assert result.exit_code == 2
     line = one_line(result)
     assert "no stage scores ofensive" in line and "offensive" in line and "--allow-unknown-category" in line
-    # with the flag it gets past the check (and names what will never flag) to the broker, which is down here
+    # with the flag it gets past the check to the broker, which is down here: that is the one line
     forced = run("policy", "set", "acme", str(typo), "--allow-unknown-category")
-    assert forced.exit_code == 2 and "never flag" in forced.output and "no broker at" in forced.output
+    assert forced.exit_code == 2 and one_line(forced).startswith("no broker at")
+
+
+def test_a_policy_with_no_threshold_for_any_text_category_is_refused(no_broker, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """What deploy/k8s/configmap.yaml once held: known categories, none of them scored by the text stage."""
+    stale = tmp_path / "stale.toml"
+    stale.write_text("[thresholds.profanity]\nreview = 0.5\nblock = 0.9\n[thresholds.sexual]\nreview = 0.45\nblock = 0.7\n")
+    result = run("policy", "set", "acme", str(stale))
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert "no threshold for any category of the ocr and text stages" in line and "--allow-unknown-category" in line
 
 
 def test_policy_categories_splits_unknown_from_unflagged() -> None:

@@ -25,6 +25,7 @@ def no_broker(monkeypatch, tmp_path):
     monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)
     monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
     monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", str(port))
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path / "run"))  # no other fleet's claim changes the hint
     (tmp_path / "hello.txt").write_text("hello there")
     return port
 
@@ -52,11 +53,36 @@ def test_a_file_that_is_not_text_is_an_error_before_anything_is_sent(no_broker, 
     assert "x.bin is not UTF-8 text" in one_line(result)
 
 
-def test_an_empty_file_is_one_line_not_a_validation_dump(no_broker, tmp_path):
-    (tmp_path / "empty.txt").write_bytes(b"")
-    result = CliRunner().invoke(app, ["submit", "empty.txt"])
+@pytest.mark.parametrize("name", ["empty.txt", "empty.png", "empty.jpg", "empty.jsonl", "blank.txt", "blank.jsonl"])
+def test_an_empty_file_of_any_kind_is_refused_the_same_way(no_broker, tmp_path, name):
+    """A 0-byte image was published and answered `review` with two DLQ records; now every kind says the same."""
+    (tmp_path / name).write_bytes(b"" if name.startswith("empty") else b"  \n\n")
+    result = CliRunner().invoke(app, ["submit", name])
     assert result.exit_code == 2
-    assert one_line(result) == "empty.txt: <root>: a request needs text or at least one media item"
+    assert one_line(result) == f"{name} is empty: nothing to moderate (a request needs text or at least one media item)"
+    assert "submitted" not in result.output
+
+
+def test_submit_by_uri_reaches_the_broker_check_and_a_bad_uri_is_one_line(no_broker, tmp_path):
+    result = CliRunner().invoke(app, ["submit", "--uri", "file:///srv/uploads/cat.jpg"])
+    assert result.exit_code == 1 and one_line(result).startswith("no broker at")  # built, then the broker is down
+    bad = CliRunner().invoke(app, ["submit", "--uri", "ftp://example.com/cat.jpg"])
+    assert bad.exit_code == 2 and one_line(bad).startswith("--uri ftp://example.com/cat.jpg: ")
+    nothing = CliRunner().invoke(app, ["submit"])
+    assert nothing.exit_code == 2 and "--uri" in one_line(nothing)
+
+
+def test_a_too_large_image_names_the_uri_command_and_what_the_settings_must_allow(no_broker, tmp_path):
+    from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES
+
+    big = tmp_path / "big.png"
+    big.write_bytes(b"\x89PNG" + b"\0" * MAX_INLINE_MEDIA_BYTES)
+    line = one_line(CliRunner().invoke(app, ["submit", "big.png"]))
+    assert f"`rtaudit submit --uri {big.resolve().as_uri()}`" in line
+    assert "allowed_file_roots (now: none)" in line and f"max_bytes of at least {MAX_INLINE_MEDIA_BYTES + 4} (now 8388608)" in line
+    (tmp_path / "rtaudit.toml").write_text(f'[media]\nallowed_file_roots = ["{tmp_path}"]\nmax_bytes = 16777216\n')
+    line = one_line(CliRunner().invoke(app, ["submit", "big.png"]))
+    assert line.endswith(f"send it by reference with `rtaudit submit --uri {big.resolve().as_uri()}`")
 
 
 def test_a_bad_environment_setting_names_its_variable(no_broker, monkeypatch):

@@ -143,7 +143,8 @@ def test_wait_all_returns_everything_when_all_arrive(fake_reader):
     assert set(got) == {"a", "b"}
 
 
-def test_no_broker_is_one_line_naming_the_address_and_the_fix():
+def test_no_broker_is_one_line_naming_the_address_and_the_fix(monkeypatch, tmp_path):
+    monkeypatch.setenv("XDG_RUNTIME_DIR", str(tmp_path))  # no fleet of this user elsewhere: the hint is `rtaudit up`
     port = closed_port()
     started = time.monotonic()
     with pytest.raises(BrokerUnavailable) as info:
@@ -211,3 +212,12 @@ def test_verdict_line_prints_two_decimals_uncut_and_the_verdicts_own_latency():
     assert "offensive=1.00,targeted_insult=0.12" in line
     assert line.endswith("[123 ms]")  # decided - created
     assert verdict_line(v, arrived_ms=2_000).endswith("[1000 ms]")  # created -> arrival
+
+
+def test_an_empty_inline_image_is_refused_by_the_schema_like_an_empty_text():
+    """A producer that sends 0 bytes of media gets the same answer the CLI gives an empty file:
+    nothing to moderate (the router rejects it with one verdict, schema_violation), not a
+    `review` verdict after two stages failed to decode it."""
+    with pytest.raises(ValueError, match=r"inline media item is empty \(0 bytes\): nothing to moderate"):
+        MediaItem(type="image", data_b64="")
+    assert MediaItem(type="image", data_b64=base64.b64encode(b"\x89").decode()).data_b64 == "iQ=="

@@ -25,7 +25,7 @@ ROUTER = Router(policies=PolicyBook(default=TenantPolicy(slo_ms=3000)), media_po
     dict(created_at_ms=NOW_MS + 10**9),                  # a producer clock far ahead
 ])
 def test_far_deadlines_are_capped_an_hour_after_routing(fields):
-    req = AuditRequest(request_id="r", tenant_id="t", text="hi", media=[MediaItem(type="image", data_b64="")], **fields)
+    req = AuditRequest(request_id="r", tenant_id="t", text="hi", media=[MediaItem(type="image", data_b64="AA==")], **fields)
     plan = ROUTER.plan(req, NOW_MS)
     assert plan.manifest.deadline_ms == NOW_MS + MAX_DEADLINE_AHEAD_MS
     assert {t.deadline_ms for t in plan.tasks} == {NOW_MS + MAX_DEADLINE_AHEAD_MS}
@@ -41,7 +41,7 @@ def test_near_deadlines_are_kept():
 REQUEST_IDS = st.from_regex(r"\A[A-Za-z0-9._:\-]{1,128}\Z")
 TENANT_IDS = st.from_regex(r"\A[A-Za-z0-9._\-]{1,64}\Z")
 EPOCH_MS = st.integers(0, 10**14)
-MEDIA = st.builds(MediaItem, type=st.sampled_from(["image", "audio", "video"]), data_b64=st.just(""))
+MEDIA = st.builds(MediaItem, type=st.sampled_from(["image", "audio", "video"]), data_b64=st.just("AA=="))
 
 
 @st.composite

@@ -212,7 +212,7 @@ metadata_values = st.one_of(
 inline_items = st.builds(
     MediaItem,
     type=st.sampled_from(["image", "audio", "video"]),
-    data_b64=st.binary(max_size=64).map(lambda b: base64.b64encode(b).decode()),
+    data_b64=st.binary(min_size=1, max_size=64).map(lambda b: base64.b64encode(b).decode()),
     mime=st.none() | st.sampled_from(["image/png", "audio/wav"]),
     name=st.none() | short_text,
 )

@@ -5,7 +5,7 @@ tenant flooding at 5x the text stage's capacity, per quota configuration, in one
 text worker (the real :func:`rtaudit.workers.modality.modality_app`, balanced profile) whose model
 stage is :class:`CostStage`, a deterministic cost of ``batch_ms + item_ms x n`` per batch of ``n``
 (slept, off the event loop, as inference is). The defaults, 20 ms + 6 ms/item, are MiniLM's cost
-on one core of the 2-core development machine (README "Measured": 154 texts/s at batch 64, about
+on one core of the 2-core development machine (docs/benchmarks.md "Measured": 154 texts/s at batch 64, about
 28 ms alone); a sleep keeps the model's cost fixed whatever else runs on the cores, so the
 capacity, ``64 / (20 + 6 x 64 ms)`` = 158 requests/s, is known before the run and the ratios
 measure the fleet, not the neighbours' CPU noise. The router, fusion, broker and load generator
@@ -394,8 +394,9 @@ def _stand(opts: IsolationOptions, log_dir: Path, say: Callable[[str], None]) ->
     log_dir.mkdir(parents=True, exist_ok=True)
     config = log_dir / "isolation.toml"
     # metrics ports: this process's base, then one per worker (the router's counters are read)
-    config.write_text(settings_toml(free_port(), log_dir / "state", free_port_block(4), quota, max(1.0, quota * opts.burst_s)))
-    settings = load_settings(config)
+    port = free_port()
+    config.write_text(settings_toml(port, log_dir / "state", free_port_block(4), quota, max(1.0, quota * opts.burst_s)))
+    settings = load_settings(config, embedded_port=port)  # explicit: an exported RTAUDIT_EMBEDDED_PORT does not move it
     env = {BATCH_MS_ENV: str(opts.cost.batch_ms), ITEM_MS_ENV: str(opts.cost.item_ms), "RTAUDIT_STATE_DIR": str(log_dir / "state")}
     fleet = Fleet(settings, config=config, roles=("router", "fusion", WORKER_ROLE), log_dir=log_dir, env=env)
     fleet.launch()

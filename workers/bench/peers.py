@@ -13,7 +13,7 @@ and its base ``window_ms`` (:func:`batch_limits`).
   (Faust commits acked offsets every 0.5 s, after flushing its producer). The app comes from
   :func:`rtaudit.workers.app.make_app`: the local client profile the project measured on tansu
   (``tansu://`` transport with a 100 ms fetch wait, 2 s session, 1 MB producer batches with a
-  5 ms linger; BROKER_NOTES).
+  5 ms linger; docs/broker.md).
 * ``ray`` — Ray Serve (an optional extra: ``pip install -e ".[bench-peers]"``): one replica of
   a deployment whose method is decorated with ``@serve.batch(max_batch_size, batch_wait_timeout_s)``
   and runs the stage; a confluent-kafka consumer (the project's local profile) in the driver
@@ -22,7 +22,7 @@ and its base ``window_ms`` (:func:`batch_limits`).
   (``127.0.0.1``), no HTTP proxy, no dashboard, no usage reporting.
 
 Neither has lanes, a lag-adaptive window or deadline-aware closing; those are what the bench
-compares (README "Benchmark").
+compares (docs/benchmarks.md).
 """
 
 from __future__ import annotations
