@@ -208,15 +208,23 @@ class GpuSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    #: ``cpu`` or ``cuda`` per stage (``text``, ``image``, ``ocr``); a stage not listed runs on CPU.
     stage_devices: dict[Literal["text", "image", "ocr"], Literal["cpu", "cuda"]] = Field(
         default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})
+    #: micro-batch size limit of a stage that runs on CUDA, items (replaces ``batch.max_size`` for it).
     max_batch: dict[Literal["text", "image", "ocr"], int] = Field(
         default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})
+    #: CUDA device ordinal.
     device_id: int = Field(default=0, ge=0)
+    #: cap of the CUDA provider's memory arena, MiB; 0: no cap.
     mem_limit_mib: int = Field(default=0, ge=0)
+    #: arena growth: as requested (tight when workers share a card) or in powers of two.
     arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
+    #: cuDNN convolution algorithm choice: ``EXHAUSTIVE`` benchmarks each input shape once.
     cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
+    #: TF32 tensor cores for fp32 MatMul/Conv (faster, ~10-bit mantissa products).
     use_tf32: bool = False
+    #: copy inputs and outputs in the compute stream (onnxruntime's recommendation).
     do_copy_in_default_stream: bool = True
 
     @model_validator(mode="after")
@@ -279,8 +287,8 @@ class Settings(BaseSettings):
     metrics_host: str = "127.0.0.1"
     #: per-role working directories of the workers (Faust data dirs), logs and the model store.
     state_dir: Path = Path(".rtaudit")
-    #: ``false``: every stage on CPU whatever ``gpu.stage_devices`` says.
-    #: run the models on CUDA when onnxruntime-gpu and a GPU are present.
+    #: run the stages ``gpu.stage_devices`` places on CUDA there when onnxruntime-gpu and a GPU are
+    #: present; ``false``: every stage on CPU.
     prefer_gpu: bool = True
     gpu: GpuSettings = Field(default_factory=GpuSettings)
     #: onnxruntime intra-op threads per model session on CPU; 0 = auto: one less than the usable
