@@ -103,7 +103,7 @@ def test_the_setting_selects_the_graph(monkeypatch, value):
 def test_auto_is_the_cpu_default_on_cpu_and_fp32_on_cuda(monkeypatch):
     monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", "auto")
     assert E.resolve_precision(None, on_gpu=False) == E.CPU_DEFAULT
-    assert E.resolve_precision(None, on_gpu=True) == "fp32"
+    assert E.resolve_precision(None, on_gpu=True) == E.GPU_DEFAULT == "fp16"
     assert E.resolve_precision("int8", on_gpu=True) == "int8"  # explicit wins
     assert E.CPU_DEFAULT in E.PRECISIONS
     with pytest.raises(ValueError):
