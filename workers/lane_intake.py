@@ -285,44 +285,76 @@ class LaneIntake:
             self._to_commit.update(ready_offsets)
 
     # -- intake thread ---------------------------------------------------------------
-    def _commit(self, only: set[TP] | None = None) -> None:
-        """Commit the acked prefix of every partition (of ``only``, synchronously, on revoke)."""
+    def _commit(self) -> None:
+        """Commit the acked prefix of every partition (asynchronously)."""
         with self._commit_lock:
-            if only is None:
-                offsets, self._to_commit = self._to_commit, {}
-            else:
-                offsets = {tp: o for tp, o in self._to_commit.items() if tp in only}
-                for tp in offsets:
-                    del self._to_commit[tp]
+            offsets, self._to_commit = self._to_commit, {}
         if offsets:
             try:
-                self.consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=only is None
-                )
+                self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=True)
             except KafkaException as exc:
                 log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.role, exc)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("%s assigned %s", self.role, [(p.topic, p.partition) for p in partitions])
-        self.gaps.forget(partitions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        tps = [(tp.topic, tp.partition) for tp in partitions]
-        log.info("%s revoked %s", self.role, tps)
-        self.gaps.forget(partitions)
-        self._commit(set(tps))
-        self.control.forget(tps)
+    def _on_loop(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the event loop (where the acks live) and wait for it: a rebalance
+        callback must finish its bookkeeping before ``consume`` returns records of the new
+        assignment. Returns ``fn``'s result, ``None`` when the loop is gone (shutting down)."""
         assert self._loop is not None
 
-        async def forget_acks() -> None:
-            for tp in tps:
-                self.acks.forget(tp)
-            self.overflow.forget(set(tps))
+        async def call() -> Any:
+            return fn()
 
         try:
-            asyncio.run_coroutine_threadsafe(forget_acks(), self._loop).result(10)
-        except (TimeoutError, RuntimeError) as exc:  # the event loop is gone: shutting down
-            log.warning("%s could not forget %s: %s", self.role, tps, exc)
+            return asyncio.run_coroutine_threadsafe(call(), self._loop).result(10)
+        except (TimeoutError, RuntimeError) as exc:
+            log.warning("%s could not %s: %s", self.role, what, exc)
+            return None
+
+    def _assign_acks(self, tps: list[TP]) -> None:
+        """Event loop: a new ack generation per assigned partition (:class:`InOrderAcks`)."""
+        for tp in tps:
+            self.acks.assign(tp)
+        with self._commit_lock:
+            for tp in tps:
+                self._to_commit.pop(tp, None)
+
+    def _revoke_acks(self, tps: list[TP]) -> dict[TP, int]:
+        """Event loop: retire the partitions' ack generations, drop their held records, and
+        take their acked-but-uncommitted offsets (returned: committed now, or dropped when the
+        partitions were lost). From here on, nothing of these generations reaches ``_to_commit``."""
+        for tp in tps:
+            self.acks.revoke(tp)
+        for work in self.overflow.forget(set(tps)):
+            self.acks.done(work)  # a retired generation's record: finishes, releases nothing
+        with self._commit_lock:
+            return {tp: self._to_commit.pop(tp) for tp in tps if tp in self._to_commit}
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        log.info("%s assigned %s", self.role, tps)
+        self.gaps.forget(partitions)
+        self._on_loop("start the ack generations of %s" % tps, lambda: self._assign_acks(tps))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Revoked: commit the acked prefix of the partitions (synchronously) and retire their
+        ack generations; records of them still in the batcher finish without being acked."""
+        self._release(partitions, commit=True)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Lost (session timeout, eviction): as revoked, without a commit (another member owns them)."""
+        self._release(partitions, commit=False)
+
+    def _release(self, partitions: list[TopicPartition], commit: bool) -> None:
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("%s %s %s", self.role, "revoked" if commit else "lost", tps)
+        self.gaps.forget(partitions)
+        self.control.forget(tps)
+        offsets = self._on_loop("retire the ack generations of %s" % tps, lambda: self._revoke_acks(tps)) or {}
+        if commit and offsets:
+            try:
+                self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+            except KafkaException as exc:
+                log.warning("%s commit on revoke failed (replayed records are deduplicated downstream): %s", self.role, exc)
 
     def run(self, loop: asyncio.AbstractEventLoop) -> None:
         """The intake thread: consume batches and hand them to ``accept`` on ``loop``; every
@@ -331,7 +363,7 @@ class LaneIntake:
         self._loop = loop
         threading.Thread(target=self._serve_deliveries, name=f"{self.role}-deliveries", daemon=True).start()
         self.consumer.subscribe(
-            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke,
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost,
         )
         next_control = next_commit = time.monotonic()
         try:
@@ -405,6 +437,8 @@ class LowLaneOverflow:
         #: bytes of the held records' values.
         self.held_bytes = 0
         self._drain: asyncio.Future[None] | None = None
+        #: the held record :meth:`_drain_held` is putting in the batcher (it gets there, revoked or not).
+        self._putting: Work | None = None
         self._below_max = asyncio.Event()
 
     def __len__(self) -> int:
@@ -432,13 +466,15 @@ class LowLaneOverflow:
     def _over_max(self) -> bool:
         return len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes
 
-    def forget(self, partitions: set[TP]) -> None:
-        """Partitions revoked: their held records are another member's now."""
+    def forget(self, partitions: set[TP]) -> list[Work]:
+        """Partitions revoked: their held records are another member's now. Returns them (dropped)."""
+        dropped = [w for w in self.held if w.tp in partitions and w is not self._putting]  # that one enters the batcher
         self.held = deque(w for w in self.held if w.tp not in partitions)
         self.held_bytes = sum(w.nbytes for w in self.held)
         self._report()
         if not self._over_max():
             self._below_max.set()
+        return dropped
 
     def cancel(self) -> None:
         if self._drain is not None:
@@ -448,7 +484,11 @@ class LowLaneOverflow:
         while self.held:
             work = self.held[0]
             assert work.task is not None
-            await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+            self._putting = work
+            try:
+                await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+            finally:
+                self._putting = None
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
                 self.held.popleft()
                 self.held_bytes -= work.nbytes
