@@ -24,18 +24,20 @@ Records of a decided request come back in two ways, and each is bounded by a com
    requests decided before the restart whose records lie past it would be decided again,
    so the worker first reads the keys of the verdicts it already produced (``audit.verdicts``,
    same partition) and calls :meth:`mark_decided`;
-2. an upstream worker (router, modality worker) that consumes its input again after a crash
-   or a rebalance replays only what its group had not committed; it commits within a commit
-   interval of delivering its outputs, and a task past its deadline is answered ``expired`` at
-   once, so such replays bring a request's records back within a restart and a rebalance of
-   its deadline (seconds), well inside ``retention_ms`` (60 s by default) after deadline + grace.
+2. an upstream worker that consumes its input again after a crash or a rebalance replays what
+   its group had not committed (its committed offset bounds the replay). A modality worker's
+   replayed partial can come at any time, even long after the deadline (a finished record stays
+   uncommitted behind an older unfinished one of its partition, which may have a longer SLO):
+   until ``deadline + grace + retention_ms`` it finds the id remembered, and after that it is
+   dropped as ``late``, because a request unknown past ``deadline + grace`` was decided then
+   and forgotten since. The router replays manifests within its commit interval (0.5 s) and a
+   restart: seconds, inside the retention.
 
-A record of a request remembered as decided is dropped and counted (``decided``); a partial of a
-request the table does not know that arrives after ``deadline + grace + retention_ms`` is too
-(``late``): its request was decided by ``deadline + grace`` at the latest and then forgotten.
-:meth:`PendingTable.take_dropped` hands the counts to the worker's metrics. Only a manifest
-replayed later than that (a router down for longer than the retention with uncommitted
-requests) can still decide a request twice.
+A record of a request remembered as decided is dropped and counted (``decided``), as is a late
+partial (``late``); :meth:`PendingTable.take_dropped` hands the counts to the worker's metrics.
+A partial therefore never decides a request twice; only a manifest replayed more than
+``retention_ms`` after ``deadline + grace`` (a router down that long with uncommitted requests)
+could.
 """
 
 from __future__ import annotations
