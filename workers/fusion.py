@@ -28,6 +28,7 @@ go to the producer without awaiting each delivery; the checkpoint waits once.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import logging
 import time
@@ -37,9 +38,8 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.fusion import Fusion
 from rtaudit.engine.fusion_table import Decision, PendingTable
-from rtaudit.schemas.codec import decode, decode_scores_record, encode
+from rtaudit.schemas.codec import decode_scores_record, encode
 from rtaudit.schemas.errors import AuditError
-from rtaudit.schemas.messages import Verdict
 from rtaudit.topics.catalog import SCORES, VERDICTS
 from rtaudit.workers import metrics
 from rtaudit.workers.app import make_app
@@ -143,11 +143,13 @@ class FusionLoop(BatchLoop):
 
     @staticmethod
     def _deadline_of(m: Message) -> int | None:
-        """The ``deadline_ms`` of a verdict read back (``None`` when it does not decode)."""
+        """The ``deadline_ms`` of a verdict read back (``None`` when it has none readable). Parsed
+        as plain JSON, not validated: the rebuild reads every verdict of the look-back window."""
         try:
-            return decode(m.value() or b"", Verdict).deadline_ms
-        except AuditError:
+            deadline = json.loads(m.value() or b"").get("deadline_ms")
+        except (ValueError, AttributeError):
             return None
+        return deadline if isinstance(deadline, int) else None
 
     # -- records -------------------------------------------------------------------
     def handle(self, records: list[Message]) -> None:
