@@ -14,16 +14,36 @@ it three things:
   of every undecided request, so nothing is lost whatever the broker's changelog or
   end-offset behaviour (docs/broker.md: tansu's end offset breaks Faust's table recovery).
 
-Requests decided before a restart whose records lie past the commit offset would be
-decided again on replay; the worker prevents that by reading the keys of the verdicts it
-already produced (``audit.verdicts``, same partition) and calling :meth:`mark_decided`
-before the replay starts.
+One verdict per request, however late its records come back. A decided request's id is
+remembered until ``max(decided_at, deadline + grace) + retention_ms`` (its deadline is known
+when it is decided; :meth:`PendingTable.mark_decided` is told it when the caller knows it).
+Records of a decided request come back in two ways, and each is bounded by a committed offset:
+
+1. fusion's own replay after a restart or a rebalance starts at fusion's committed offset,
+   which never passes the first record of an undecided request (:meth:`commit_offset`);
+   requests decided before the restart whose records lie past it would be decided again,
+   so the worker first reads the keys of the verdicts it already produced (``audit.verdicts``,
+   same partition) and calls :meth:`mark_decided`;
+2. an upstream worker that consumes its input again after a crash or a rebalance replays what
+   its group had not committed (its committed offset bounds the replay). A modality worker's
+   replayed partial can come at any time, even long after the deadline (a finished record stays
+   uncommitted behind an older unfinished one of its partition, which may have a longer SLO):
+   until ``deadline + grace + retention_ms`` it finds the id remembered, and after that it is
+   dropped as ``late``, because a request unknown past ``deadline + grace`` was decided then
+   and forgotten since. The router replays manifests within its commit interval (0.5 s) and a
+   restart: seconds, inside the retention.
+
+A record of a request remembered as decided is dropped and counted (``decided``), as is a late
+partial (``late``); :meth:`PendingTable.take_dropped` hands the counts to the worker's metrics.
+A partial therefore never decides a request twice; only a manifest replayed more than
+``retention_ms`` after ``deadline + grace`` (a router down that long with uncommitted requests)
+could.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections import deque
+from collections import Counter
 from dataclasses import dataclass
 
 from rtaudit.engine.fusion import Fusion, FusionState
@@ -55,8 +75,10 @@ class PendingTable:
         self._by_offset: list[tuple[int, str]] = []
         #: (deadline + grace ms, request id); stale entries skipped or re-pushed lazily.
         self._by_deadline: list[tuple[int, str]] = []
-        #: (decided_at + retention ms, request id) in decision order (the clock only grows).
-        self._expiry: deque[tuple[int, str]] = deque()
+        #: (when a decided id may be forgotten, ms: see the module doc; request id), a min-heap.
+        self._expiry: list[tuple[int, str]] = []
+        #: records dropped since :meth:`take_dropped`, by reason (``decided``, ``late``).
+        self._dropped: Counter[str] = Counter()
         #: offset after the last record applied (``None`` before the first).
         self.next_offset: int | None = None
 
@@ -68,15 +90,27 @@ class PendingTable:
         """Requests still waiting for their verdict."""
         return len(self._first_offset)
 
-    def mark_decided(self, request_id: str, now_ms: int) -> None:
+    def mark_decided(self, request_id: str, now_ms: int, deadline_ms: int | None = None) -> None:
         """Record that ``request_id`` already has a verdict (read back from ``audit.verdicts``):
-        its records are absorbed for ``retention_ms`` from ``now_ms`` and decide nothing."""
+        its records are dropped and decide nothing until ``max(now_ms, deadline_ms + grace) +
+        retention_ms`` (``deadline_ms``: the verdict's, when the caller read it; ms)."""
         state = self.states.get(request_id)
         if state is not None and state.decided_at_ms is not None:
             return
         self._forget_undecided(request_id)
         self.states[request_id] = FusionState(request_id=request_id, first_seen_ms=now_ms, decided_at_ms=now_ms)
-        self._expiry.append((now_ms + self.fusion.retention_ms, request_id))
+        self._remember(request_id, now_ms, deadline_ms)
+
+    def _remember(self, request_id: str, now_ms: int, deadline_ms: int | None) -> None:
+        keep_from = now_ms if deadline_ms is None else max(now_ms, deadline_ms + self.fusion.grace_ms)
+        heapq.heappush(self._expiry, (keep_from + self.fusion.retention_ms, request_id))
+
+    def take_dropped(self) -> Counter[str]:
+        """Records dropped since the last call, by reason: ``decided`` (its request has its
+        verdict) or ``late`` (a partial past ``deadline + grace + retention`` of a request not
+        known). Resets the counts."""
+        out, self._dropped = self._dropped, Counter()
+        return out
 
     def skip(self, offset: int) -> None:
         """Move past a record that carries no state (a DLQ-bound record): only the position moves."""
@@ -92,11 +126,13 @@ class PendingTable:
         rid = record.request_id
         state = self.states.get(rid)
         if state is not None and state.decided_at_ms is not None:
-            return None  # duplicate or late: the verdict is out already
+            self._dropped["decided"] += 1  # duplicate or replayed: the verdict is out already
+            return None
         if state is None and isinstance(record, PartialScore) and now_ms >= self.late_after_ms(record.deadline_ms):
             # its request was decided (by its deadline + grace at the latest) and forgotten after
             # the retention: a new entry would give it a second, different verdict ("manifest
             # missing"). A manifest is never dropped, so a request still gets its verdict.
+            self._dropped["late"] += 1
             return None
         if state is None:
             self._first_offset[rid] = offset
@@ -133,7 +169,7 @@ class PendingTable:
             if verdict is not None and new_state is not None:
                 out.append(self._decided(new_state, verdict, now_ms))
         while self._expiry and self._expiry[0][0] <= now_ms:
-            _, rid = self._expiry.popleft()
+            _, rid = heapq.heappop(self._expiry)
             state = self.states.get(rid)
             if state is not None and state.decided_at_ms is not None:
                 del self.states[rid]
@@ -156,7 +192,7 @@ class PendingTable:
         self.states[state.request_id] = FusionState(
             request_id=state.request_id, first_seen_ms=state.first_seen_ms, decided_at_ms=now_ms
         )
-        self._expiry.append((now_ms + self.fusion.retention_ms, state.request_id))
+        self._remember(state.request_id, now_ms, verdict.deadline_ms)
         return Decision(verdict, lane)
 
     def _forget_undecided(self, request_id: str) -> None:

@@ -110,10 +110,9 @@ def _publish(s: Settings, subject: str, payload: Any, *, expects: int | None, au
 
 def _tombstone(s: Settings, subject: str, expects: int | None) -> None:
     """Produce a null value for ``subject`` on partition 0 (unconditional by design; ``expects`` is checked before)."""
-    from confluent_kafka import Producer
-
     from rtaudit.topics.catalog import CONTROL
     from rtaudit.workers.kafka import producer_config
+    from rtaudit.workers.producer import RecoveringProducer
 
     state = _state(s)
     in_force = state.version(subject)
@@ -121,7 +120,7 @@ def _tombstone(s: Settings, subject: str, expects: int | None) -> None:
     if in_force == 0 and subject not in state.versions:
         console.print(f"{subject} has never been set: nothing to clear", highlight=False)
         return
-    producer = Producer(producer_config(s))
+    producer = RecoveringProducer(producer_config(s), name="control-cli")
     offsets: list[int] = []
     producer.produce(CONTROL, value=None, key=subject.encode(), partition=0,
                      on_delivery=lambda err, m: offsets.append(-1 if err else m.offset()))

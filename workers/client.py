@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Generic, TypeVar
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.media import MediaPolicy
@@ -36,6 +36,7 @@ from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, DLQRe
 from rtaudit.topics.catalog import DLQ, REQUESTS, VERDICTS
 from rtaudit.workers.kafka import ErrorRecorder, check_cluster, consumer_config, producer_config
 from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.producer import RecoveringProducer
 from rtaudit.workers.settings import Settings
 
 __all__ = [
@@ -78,6 +79,8 @@ class InputFileError(ValueError):
 
 class AuditClient:
     """Publishes requests, keyed by ``request_id``; :meth:`flush` waits for the broker's acks.
+    The producer survives broker restarts (:class:`rtaudit.workers.producer.RecoveringProducer`:
+    a new instance resends what was not acknowledged).
 
     ``on_delivered(request_id)`` is called for each request once the broker acknowledged it
     (from :meth:`submit`'s polling or :meth:`flush`), so a caller reports "submitted" only then.
@@ -85,11 +88,16 @@ class AuditClient:
 
     def __init__(self, settings: Settings, on_delivered: Callable[[str], None] | None = None) -> None:
         self._errors = ErrorRecorder()
-        self._producer = Producer(producer_config(settings, self._errors))
+        self._producer = RecoveringProducer(producer_config(settings, self._errors), name="client")
         self._bootstrap = settings.bootstrap
         self._failed: list[str] = []
         self._on_delivered = on_delivered
         self.delivered = 0
+
+    @property
+    def producer_recreations(self) -> int:
+        """Producer instances created since start after a fatal error or a stall (broker restarts)."""
+        return self._producer.recreated
 
     def _on_delivery(self, err, msg) -> None:  # type: ignore[no-untyped-def]
         key = msg.key().decode("utf-8", "replace") if msg.key() is not None else "<no key>"

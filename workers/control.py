@@ -31,7 +31,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.control import Applied, ControlState, Rejected, encode
@@ -43,6 +43,7 @@ from rtaudit.workers import metrics
 from rtaudit.workers.app import dead_letter_record
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.producer import RecoveringProducer
 from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -138,7 +139,7 @@ def publish(settings: Settings, subject: str, payload: Any, *, author: str, reas
     """
     consumer = reader_consumer(settings)
     guard = OffsetGapGuard(consumer, "control")
-    producer = Producer(producer_config(settings))
+    producer = RecoveringProducer(producer_config(settings), name="control-publish")
     try:
         state = read_to_end(consumer, ControlState(), timeout_s, guard)
         in_force = state.version(subject)
@@ -198,7 +199,7 @@ class ControlPlane:
         self._heartbeat_s = heartbeat_s
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._producer: Producer | None = None
+        self._producer: RecoveringProducer | None = None
         self._policy_cache: tuple[int, int | None, PolicyBook, PolicyBook] | None = None
 
     def listen(self, listener: Listener) -> None:
@@ -207,7 +208,7 @@ class ControlPlane:
         self._listeners.append(listener)
 
     def start(self) -> "ControlPlane":
-        self._producer = Producer(producer_config(self.settings))
+        self._producer = RecoveringProducer(producer_config(self.settings), name=f"control-{self.role}")
         self._thread = threading.Thread(target=self._run, name=f"control-{self.role}", daemon=True)
         self._thread.start()
         return self

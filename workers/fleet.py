@@ -8,7 +8,8 @@ Supervision (``supervise=True``, what ``rtaudit up`` runs): a thread checks ever
 :data:`SUPERVISE_INTERVAL_S` and
 
 1. restarts the embedded broker when it died (a restart loses every topic, offset and
-   group: docs/broker.md), recreates the topics and restarts every worker;
+   group: docs/broker.md), recreates the topics and restarts every worker, and says in one
+   line which ``audit.control`` records in force were lost (:mod:`rtaudit.workers.control_watch`);
 2. restarts each worker that exited, after the :class:`RestartPolicy` backoff (the
    failure count resets once a worker has run ``healthy_after_s``), appending to the
    same log file and reusing its metrics port; each restart is reported (``on_event``,
@@ -44,6 +45,7 @@ from rtaudit.workers import metrics
 from rtaudit.workers.broker import EmbeddedBroker, is_listening
 from rtaudit.workers.children import popen_options, reap_group, signal_group, stop_group
 from rtaudit.workers.client import AuditClient, verdict_reader
+from rtaudit.workers.control_watch import ControlWatch
 from rtaudit.workers.kafka import client_config
 from rtaudit.workers.settings import BOOTSTRAP_ENV, Settings
 from rtaudit.workers.supervision import RestartPolicy
@@ -118,6 +120,8 @@ class Fleet:
     slots: list[Slot] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        #: what audit.control holds (embedded broker under supervision): a restart reports what it lost.
+        self.control_watch: ControlWatch | None = None
         self._lock = threading.RLock()
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -166,6 +170,8 @@ class Fleet:
         for role in self.roles:
             for _ in range(self.replicas.get(role, 1)):
                 self.spawn(role)
+        if self.supervise and self.broker is not None and self.control_watch is None:
+            self.control_watch = ControlWatch(self.settings)
         if self.supervise and self._thread is None:
             self._thread = threading.Thread(target=self._supervise, name="fleet-supervisor", daemon=True)
             self._thread.start()
@@ -273,6 +279,8 @@ class Fleet:
             if self.broker is not None and self.broker.process is not None and self.broker.process.poll() is not None:
                 self._restart_broker()
                 return
+            if self.control_watch is not None:
+                self.control_watch.refresh()
             now = time.monotonic()
             for slot in self.slots:
                 code = slot.proc.poll()
@@ -321,6 +329,9 @@ class Fleet:
         for slot in self.slots:
             self._restart(slot)
         self._report(f"embedded broker restarted (pid {self.broker.process.pid}); topics recreated")
+        if self.control_watch is not None:  # memory-only: say what the control topic lost
+            self._report(self.control_watch.lost_line(), logging.WARNING)
+            self.control_watch.reset()
 
     def stop(self) -> None:
         """SIGTERM every worker (Faust leaves its groups cleanly), SIGKILL stragglers, stop the
@@ -339,6 +350,9 @@ class Fleet:
         if self._thread is not None:
             self._thread.join(timeout=10)
             self._thread = None
+        if self.control_watch is not None:
+            self.control_watch.close()
+            self.control_watch = None
 
     def __enter__(self) -> "Fleet":
         self.start()

@@ -15,6 +15,10 @@ made Faust's changelog recovery lose pending requests, docs/broker.md):
   a ``kill -9`` on tansu or on Apache Kafka. A duplicate remains possible only from a
   zombie owner (a member that lost its partitions but still produced); the client and
   ``rtaudit verdicts`` keep the first verdict of a request id.
+* **late records**: a decided request's id is kept until its deadline + grace + retention
+  (:mod:`rtaudit.engine.fusion_table` says why that outlasts every replay); records of it
+  that arrive meanwhile (an upstream worker's replay after a rebalance or a crash) are dropped
+  and counted (``rtaudit_fusion_dropped_records_total``), never decided again.
 * **deadlines**: a heap per partition, popped after every batch (never a table scan).
 
 Intake and emit are batched: one ``consume`` returns up to 2,000 records, verdicts
@@ -24,6 +28,7 @@ go to the producer without awaiting each delivery; the checkpoint waits once.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import logging
 import time
@@ -132,9 +137,19 @@ class FusionLoop(BatchLoop):
                 continue
             first = False
             if m.key():
-                table.mark_decided(m.key().decode("utf-8", "replace"), now)
+                table.mark_decided(m.key().decode("utf-8", "replace"), now, self._deadline_of(m))
                 n += 1
         return n
+
+    @staticmethod
+    def _deadline_of(m: Message) -> int | None:
+        """The ``deadline_ms`` of a verdict read back (``None`` when it has none readable). Parsed
+        as plain JSON, not validated: the rebuild reads every verdict of the look-back window."""
+        try:
+            deadline = json.loads(m.value() or b"").get("deadline_ms")
+        except (ValueError, AttributeError):
+            return None
+        return deadline if isinstance(deadline, int) else None
 
     # -- records -------------------------------------------------------------------
     def handle(self, records: list[Message]) -> None:
@@ -155,6 +170,9 @@ class FusionLoop(BatchLoop):
             decision = table.apply(record, m.offset(), now)
             if decision is not None:
                 self._emit(decision, m.partition())
+        for table in self.tables.values():
+            for reason, n in table.take_dropped().items():
+                metrics.FUSION_DROPPED.labels(reason).inc(n)
 
     def _follow_policies(self) -> None:
         """Decide with the control topic's tenant policies (``policy:<tenant>``) from the next record on."""

@@ -95,6 +95,8 @@ def consumer_config(settings: Settings, group_id: str, errors: ErrorRecorder | N
     }
     if settings.profile == "local":
         conf.update({"session.timeout.ms": 3000, "heartbeat.interval.ms": 1000, "fetch.wait.max.ms": 10})
+    if settings.max_poll_interval_ms is not None:
+        conf["max.poll.interval.ms"] = settings.max_poll_interval_ms
     conf.update(extra)
     return conf
 

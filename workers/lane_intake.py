@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
 from rtaudit.engine.batcher import LANE_NAMES, Batcher, LaneName
 from rtaudit.schemas.codec import decode
@@ -28,6 +28,11 @@ from rtaudit.workers.acks import InOrderAcks
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.lane_overflow import (  # noqa: F401  (re-exported: the intake's record type and holds)
+    INTAKE_BATCH, LO_OVERFLOW_MAX, LO_OVERFLOW_MAX_BYTES, LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME,
+    LO_OVERFLOW_RESUME_BYTES, TEXT_CHARS_PER_SLOT, TP, HighLaneHold, LowLaneOverflow, Work, task_cost,
+)
+from rtaudit.workers.producer import RecoveringProducer
 from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, consume_batch, dead_letter_output
 
 log = logging.getLogger(__name__)
@@ -35,62 +40,18 @@ log = logging.getLogger(__name__)
 CONTROL_INTERVAL_S = 0.05
 #: seconds a fetched consumer position of a not-yet-seen partition is reused.
 POSITION_CACHE_S = 1.0
-#: most records one ``consume`` call returns.
-INTAKE_BATCH = 1000
 #: longest wait of one ``consume`` call for its first record, s.
 INTAKE_POLL_S = 0.05
 #: seconds between offset commits of the acked prefix.
 COMMIT_INTERVAL_S = 0.5
+#: seconds the intake waits for the batcher to take a consumed batch before it pauses every
+#: partition and polls on (:meth:`LaneIntake._wait`); far below any ``max.poll.interval.ms``.
+BACKPRESSURE_PAUSE_S = 1.0
+#: longest wait of one ``consume`` call while the intake is blocked, s.
+BLOCKED_POLL_S = 0.1
 #: longest wait of one ``Producer.poll`` of the delivery thread, s.
 DELIVERY_POLL_S = 0.05
-#: held low-lane records (beyond the batcher's full low lane) at which the low lane's
-#: partitions are paused, or held bytes (record values), whichever comes first. A pause
-#: makes librdkafka drop what it prefetched for them, re-fetched on resume: pausing at 2,000
-#: held (resuming at 500) cycled every ~1,500 records and cost a null-model text worker a
-#: third of its throughput (60,000 tasks at once, A/B in one sitting: 10.3-10.8k vs
-#: 15.4-22.0k records/s with these bounds; broker CPU per 1,000 records 0.033 vs 0.014-0.020 s).
-LO_OVERFLOW_PAUSE = 20 * INTAKE_BATCH
-LO_OVERFLOW_PAUSE_BYTES = 32 * 1024 * 1024
-#: ...and at or below which (records and bytes) they are resumed: what is held and batched
-#: then covers the re-fetch many times over.
-LO_OVERFLOW_RESUME = 5 * INTAKE_BATCH
-LO_OVERFLOW_RESUME_BYTES = 8 * 1024 * 1024
-#: held records or bytes past which the intake stops fetching (both lanes) until the held
-#: backlog shrinks: the bound of the worker's memory for records held beside the batcher.
-#: At most one consumed batch arrives after the pause, so it is rarely reached.
-LO_OVERFLOW_MAX = 2 * LO_OVERFLOW_PAUSE
-LO_OVERFLOW_MAX_BYTES = 2 * LO_OVERFLOW_PAUSE_BYTES
 
-
-#: characters of text per batch slot: about one 64-word-piece encoder window of English
-#: (engine/text/windows.py), so a 32,000-character text takes ~125 slots (a batch of its own).
-TEXT_CHARS_PER_SLOT = 256
-
-
-def task_cost(task: ModalityTask) -> float:
-    """Batch slots a task takes (:meth:`rtaudit.engine.batcher.Batcher.put`'s ``cost``): its text's
-    length in :data:`TEXT_CHARS_PER_SLOT`, at least 1 (media tasks: 1)."""
-    return max(1.0, len(task.text or "") / TEXT_CHARS_PER_SLOT)
-
-
-#: a partition: ``(topic, partition)``.
-TP = tuple[str, int]
-
-
-@dataclass(eq=False, slots=True)
-class Work:
-    """A consumed record and its decoded task (``None`` for a record bound for the DLQ).
-    ``tp`` (its partition) and ``nbytes`` (its value's size, bytes) are read once, at construction."""
-
-    message: Message
-    task: ModalityTask | None
-    tp: TP = field(init=False)
-    nbytes: int = field(init=False)
-
-    def __post_init__(self) -> None:
-        self.tp = (self.message.topic(), self.message.partition())
-        value = self.message.value()
-        self.nbytes = len(value) if value else 0
 
 
 class LaneControl:
@@ -114,6 +75,10 @@ class LaneControl:
         self.assigned: set[TP] = set()
         #: set on the event loop by :meth:`apply_lag`, read by the consumer's thread.
         self.want_lo_paused = False
+        #: set on the event loop while high-lane records wait beside the full high lane (:class:`HighLaneHold`).
+        self.want_hi_paused = False
+        #: high-lane records the :class:`HighLaneHold` holds (set on the loop): part of the high lane's lag.
+        self.hi_held = 0
         #: low-lane records (and their bytes) the intake holds because the batcher's low lane is full (set on the loop).
         self.lo_overflow = 0
         self.lo_overflow_bytes = 0
@@ -171,7 +136,7 @@ class LaneControl:
         consumer's position but not yet batched (without them the heartbeat's lag read about a
         seventh of a 5,000-request backlog)."""
         for lane in LANE_NAMES:
-            self.batcher.set_lag(lane, lag[lane] + (self.lo_overflow if lane == "lo" else 0))
+            self.batcher.set_lag(lane, lag[lane] + (self.lo_overflow if lane == "lo" else self.hi_held))
         self.want_lo_paused = self.batcher.update_lo_pause() or self.overflow_pause()
         stats = self.batcher.stats()
         metrics.BATCH_WINDOW_SECONDS.labels(self.role).set(stats.window_ms / 1000.0)
@@ -195,21 +160,20 @@ class LaneControl:
         return self._overflow_pause
 
     def sync_pause(self) -> None:
-        """Consumer side: pause or resume the low lane's partitions to match :attr:`want_lo_paused`
-        (every time: a rebalance resumes what it assigns)."""
+        """Consumer side: pause or resume each lane's partitions to match :attr:`want_lo_paused`
+        and :attr:`want_hi_paused` (every time: a rebalance resumes what it assigns)."""
         self.paused &= self.assigned  # revoked partitions are no longer ours to resume
-        lo_tps = {tp for tp in self.assigned if self.lanes[tp[0]] == "lo"}
+        wanted = {lane for lane, want in (("lo", self.want_lo_paused), ("hi", self.want_hi_paused)) if want}
+        want = {tp for tp in self.assigned if self.lanes[tp[0]] in wanted}
         try:
-            if self.want_lo_paused:
-                if lo_tps - self.paused:
-                    self.consumer.pause([TopicPartition(*tp) for tp in lo_tps - self.paused])
-                self.paused |= lo_tps
-            elif self.paused:
-                self.consumer.resume([TopicPartition(*tp) for tp in self.paused])
-                self.paused = set()
+            if want - self.paused:
+                self.consumer.pause([TopicPartition(*tp) for tp in want - self.paused])
+            if self.paused - want:
+                self.consumer.resume([TopicPartition(*tp) for tp in self.paused - want])
+            self.paused = want
         except KafkaException as exc:  # a partition left meanwhile: the next tick decides again
             log.debug("%s lane pause/resume skipped: %s", self.role, exc)
-        metrics.LO_LANE_PAUSED.labels(self.role).set(int(bool(self.paused)))
+        metrics.LO_LANE_PAUSED.labels(self.role).set(int(any(self.lanes[tp[0]] == "lo" for tp in self.paused)))
 
     def tick(self) -> None:
         """All three steps in one thread (tests; a worker splits them across its threads)."""
@@ -241,17 +205,21 @@ class LaneIntake:
         self.accept = accept
         self.consumer = Consumer(consumer_config(settings, intake_group(role)))
         self.gaps = OffsetGapGuard(self.consumer, role)
-        self.producer = Producer(producer_config(settings))
+        self.producer = RecoveringProducer(producer_config(settings), name=role)
         self.control = LaneControl(self.consumer, role, lanes, batcher)
         self.deliveries = DeliveryTracker()
         self.acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.tp)
         #: low-lane records held while the batcher's low lane is full (event loop side).
         self.overflow = LowLaneOverflow(batcher, self.control)
+        #: high-lane records held while the batcher's high lane is full (event loop side).
+        self.hi_hold = HighLaneHold(batcher, self.control)
         #: per partition, the offset after the acked prefix not yet committed (loop writes, thread commits).
         self._to_commit: dict[TP, int] = {}
         self._commit_lock = threading.Lock()
         self._stop = threading.Event()
         self._loop: asyncio.AbstractEventLoop | None = None
+        #: records fetched while :meth:`_wait` polled (intake thread): the next batch.
+        self._carry: list[Message] = []
 
     # -- event loop side -------------------------------------------------------------
     def produce(self, topic: str, key: bytes | None, value: bytes, batch: BatchDelivery | None = None) -> None:
@@ -291,44 +259,78 @@ class LaneIntake:
             self._to_commit.update(ready_offsets)
 
     # -- intake thread ---------------------------------------------------------------
-    def _commit(self, only: set[TP] | None = None) -> None:
-        """Commit the acked prefix of every partition (of ``only``, synchronously, on revoke)."""
+    def _commit(self) -> None:
+        """Commit the acked prefix of every partition (asynchronously)."""
         with self._commit_lock:
-            if only is None:
-                offsets, self._to_commit = self._to_commit, {}
-            else:
-                offsets = {tp: o for tp, o in self._to_commit.items() if tp in only}
-                for tp in offsets:
-                    del self._to_commit[tp]
+            offsets, self._to_commit = self._to_commit, {}
         if offsets:
             try:
-                self.consumer.commit(
-                    offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=only is None
-                )
+                self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=True)
             except KafkaException as exc:
                 log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.role, exc)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        log.info("%s assigned %s", self.role, [(p.topic, p.partition) for p in partitions])
-        self.gaps.forget(partitions)
-
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        tps = [(tp.topic, tp.partition) for tp in partitions]
-        log.info("%s revoked %s", self.role, tps)
-        self.gaps.forget(partitions)
-        self._commit(set(tps))
-        self.control.forget(tps)
+    def _on_loop(self, what: str, fn: Callable[[], Any]) -> Any:
+        """Run ``fn`` on the event loop (where the acks live) and wait for it: a rebalance
+        callback must finish its bookkeeping before ``consume`` returns records of the new
+        assignment. Returns ``fn``'s result, ``None`` when the loop is gone (shutting down)."""
         assert self._loop is not None
 
-        async def forget_acks() -> None:
-            for tp in tps:
-                self.acks.forget(tp)
-            self.overflow.forget(set(tps))
+        async def call() -> Any:
+            return fn()
 
         try:
-            asyncio.run_coroutine_threadsafe(forget_acks(), self._loop).result(10)
-        except (TimeoutError, RuntimeError) as exc:  # the event loop is gone: shutting down
-            log.warning("%s could not forget %s: %s", self.role, tps, exc)
+            return asyncio.run_coroutine_threadsafe(call(), self._loop).result(10)
+        except (TimeoutError, RuntimeError) as exc:
+            log.warning("%s could not %s: %s", self.role, what, exc)
+            return None
+
+    def _assign_acks(self, tps: list[TP]) -> None:
+        """Event loop: a new ack generation per assigned partition (:class:`InOrderAcks`)."""
+        for tp in tps:
+            self.acks.assign(tp)
+        with self._commit_lock:
+            for tp in tps:
+                self._to_commit.pop(tp, None)
+
+    def _revoke_acks(self, tps: list[TP]) -> dict[TP, int]:
+        """Event loop: retire the partitions' ack generations, drop their held records, and
+        take their acked-but-uncommitted offsets (returned: committed now, or dropped when the
+        partitions were lost). From here on, nothing of these generations reaches ``_to_commit``."""
+        for tp in tps:
+            self.acks.revoke(tp)
+        for work in [*self.overflow.forget(set(tps)), *self.hi_hold.forget(set(tps))]:
+            self.acks.done(work)  # a retired generation's record: finishes, releases nothing
+        with self._commit_lock:
+            return {tp: self._to_commit.pop(tp) for tp in tps if tp in self._to_commit}
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        tps = [(p.topic, p.partition) for p in partitions]
+        log.info("%s assigned %s", self.role, tps)
+        self.gaps.forget(partitions)
+        self._on_loop("start the ack generations of %s" % tps, lambda: self._assign_acks(tps))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Revoked: commit the acked prefix of the partitions (synchronously) and retire their
+        ack generations; records of them still in the batcher finish without being acked."""
+        self._release(partitions, commit=True)
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        """Lost (session timeout, eviction): as revoked, without a commit (another member owns them)."""
+        self._release(partitions, commit=False)
+
+    def _release(self, partitions: list[TopicPartition], commit: bool) -> None:
+        tps = [(tp.topic, tp.partition) for tp in partitions]
+        log.info("%s %s %s", self.role, "revoked" if commit else "lost", tps)
+        gone = set(tps)
+        self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in gone]
+        self.gaps.forget(partitions)
+        self.control.forget(tps)
+        offsets = self._on_loop("retire the ack generations of %s" % tps, lambda: self._revoke_acks(tps)) or {}
+        if commit and offsets:
+            try:
+                self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
+            except KafkaException as exc:
+                log.warning("%s commit on revoke failed (replayed records are deduplicated downstream): %s", self.role, exc)
 
     def run(self, loop: asyncio.AbstractEventLoop) -> None:
         """The intake thread: consume batches and hand them to ``accept`` on ``loop``; every
@@ -337,14 +339,18 @@ class LaneIntake:
         self._loop = loop
         threading.Thread(target=self._serve_deliveries, name=f"{self.role}-deliveries", daemon=True).start()
         self.consumer.subscribe(
-            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_revoke,
+            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost,
         )
         next_control = next_commit = time.monotonic()
         try:
             while not self._stop.is_set():
                 works = []
                 last_offsets: dict[TP, int] = {}
-                for m in consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S, self.gaps):
+                if self._carry:  # fetched while the intake was blocked (see _wait)
+                    messages, self._carry = self._carry, []
+                else:
+                    messages = consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S, self.gaps)
+                for m in messages:
                     err = m.error()
                     if err is not None:
                         if err.code() != KafkaError._PARTITION_EOF:
@@ -363,6 +369,8 @@ class LaneIntake:
                     if not self.control.want_lo_paused and self.control.overflow_pause():
                         self.control.want_lo_paused = True  # pause the low lane now, not at the next tick:
                         self.control.sync_pause()  # every consume until then adds prefetched low-lane records
+                    elif self.control.want_hi_paused:
+                        self.control.sync_pause()  # the high lane is full: fetch the low lane only
                 now = time.monotonic()
                 if now >= next_control:
                     loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
@@ -376,93 +384,76 @@ class LaneIntake:
             self.consumer.close()
 
     def _wait(self, fut: Any) -> None:
-        """Wait for ``accept`` (it blocks while the batcher is full), but not past :meth:`stop`."""
-        while True:
-            try:
-                fut.result(0.5)
-                return
-            except TimeoutError:
+        """Wait for ``accept`` (it blocks while the batcher's lane is full), but not past :meth:`stop`,
+        and never without polling: a consumer that does not poll for ``max.poll.interval.ms`` is
+        thrown out of its group (librdkafka ``MAXPOLL``), however long inference takes.
+
+        After :data:`BACKPRESSURE_PAUSE_S` blocked, every assigned partition is paused and the
+        consumer keeps polling (every :data:`BLOCKED_POLL_S`): that serves the poll interval and
+        rebalances, and returns only records of partitions assigned meanwhile (they are kept for
+        the next batch, and their partitions paused too). The acked prefix is committed every
+        :data:`COMMIT_INTERVAL_S` meanwhile, and the lag read. The partitions are resumed once
+        ``accept`` returned (except the low lane's, when :class:`LaneControl` holds them paused).
+        Re-raises ``accept``'s exception."""
+        try:
+            fut.result(BACKPRESSURE_PAUSE_S)
+            return
+        except TimeoutError:
+            pass
+        held = self._pause_all()
+        metrics.INTAKE_BACKPRESSURE_PAUSES.labels(self.role).inc()
+        log.info("%s intake blocked for %.1f s (lane full): %s partitions paused, polling on",
+                 self.role, BACKPRESSURE_PAUSE_S, len(held))
+        next_commit = next_control = time.monotonic()
+        try:
+            while True:
+                try:
+                    fut.result(0)
+                    return
+                except TimeoutError:
+                    pass
                 if self._stop.is_set():
                     fut.cancel()
                     return
+                for m in consume_batch(self.consumer, INTAKE_BATCH, BLOCKED_POLL_S, self.gaps):
+                    self._carry.append(m)
+                    tp = (m.topic(), m.partition())
+                    if m.error() is None and tp not in held:  # assigned while blocked
+                        self._pause([tp])
+                        held.add(tp)
+                now = time.monotonic()
+                if now >= next_commit:
+                    self._commit()
+                    next_commit = now + COMMIT_INTERVAL_S
+                if now >= next_control:
+                    assert self._loop is not None
+                    self._loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
+                    next_control = now + CONTROL_INTERVAL_S
+        finally:
+            self._resume(held)
+
+    def _pause_all(self) -> set[TP]:
+        """Pause every assigned partition not already paused by the lane control; returns them."""
+        tps = {(tp.topic, tp.partition) for tp in self.consumer.assignment()} - self.control.paused
+        self._pause(list(tps))
+        return tps
+
+    def _pause(self, tps: list[TP]) -> None:
+        try:
+            self.consumer.pause([TopicPartition(*tp) for tp in tps])
+        except KafkaException as exc:  # revoked meanwhile
+            log.debug("%s pause of %s skipped: %s", self.role, tps, exc)
+
+    def _resume(self, held: set[TP]) -> None:
+        """Resume the partitions :meth:`_wait` paused that are still ours and not held by the lane control."""
+        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
+        tps = (held & assigned) - self.control.paused
+        if tps:
+            try:
+                self.consumer.resume([TopicPartition(*tp) for tp in tps])
+            except KafkaException as exc:
+                log.warning("%s resume of %s failed: %s", self.role, sorted(tps), exc)
 
     def stop(self) -> None:
         self._stop.set()
 
-
-class LowLaneOverflow:
-    """Where a decoded record waits when the batcher's low lane is full (event loop side).
-
-    A high-lane record waits for room in its lane (back-pressure). A low-lane record that
-    finds its lane full, or older low-lane records already held, is held here in arrival
-    order and moved into the batcher as the lane makes room; from ``LO_OVERFLOW_PAUSE`` held
-    (or ``LO_OVERFLOW_PAUSE_BYTES``) the :class:`LaneControl` pauses the low lane's partitions
-    (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
-    record by record, so a full low lane held every high-lane record behind it (bench
-    --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
-    ``max_held`` records or ``max_held_bytes`` (record values), :meth:`settle` waits for the
-    backlog to shrink (the intake stops).
-    """
-
-    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX,
-                 max_held_bytes: int = LO_OVERFLOW_MAX_BYTES) -> None:
-        self.batcher, self.control, self.max_held, self.max_held_bytes = batcher, control, max_held, max_held_bytes
-        self.held: deque[Work] = deque()
-        #: bytes of the held records' values.
-        self.held_bytes = 0
-        self._drain: asyncio.Future[None] | None = None
-        self._below_max = asyncio.Event()
-
-    def __len__(self) -> int:
-        return len(self.held)
-
-    async def put(self, work: Work, lane: LaneName) -> None:
-        """Queue a decoded record on ``lane``: the batcher, or held (see the class docstring)."""
-        assert work.task is not None
-        if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
-            self.held.append(work)
-            self.held_bytes += work.nbytes
-            return
-        await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
-
-    async def settle(self) -> None:
-        """After a consumed batch: start moving held records, report the count to the lane
-        control, and wait while more than ``max_held`` are held."""
-        self._report()
-        if self.held and (self._drain is None or self._drain.done()):
-            self._drain = asyncio.ensure_future(self._drain_held())
-        while self._over_max():  # until back under the bound, not until drained
-            self._below_max.clear()
-            await self._below_max.wait()
-
-    def _over_max(self) -> bool:
-        return len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes
-
-    def forget(self, partitions: set[TP]) -> None:
-        """Partitions revoked: their held records are another member's now."""
-        self.held = deque(w for w in self.held if w.tp not in partitions)
-        self.held_bytes = sum(w.nbytes for w in self.held)
-        self._report()
-        if not self._over_max():
-            self._below_max.set()
-
-    def cancel(self) -> None:
-        if self._drain is not None:
-            self._drain.cancel()
-
-    async def _drain_held(self) -> None:
-        while self.held:
-            work = self.held[0]
-            assert work.task is not None
-            await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
-            if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
-                self.held.popleft()
-                self.held_bytes -= work.nbytes
-            self._report()
-            if not self._over_max():
-                self._below_max.set()
-
-    def _report(self) -> None:
-        if self.control is not None:
-            self.control.lo_overflow = len(self.held)
-            self.control.lo_overflow_bytes = self.held_bytes

@@ -37,6 +37,17 @@ FETCH_GAPS = Counter(
     "'accepted' (still missing after the re-reads: compaction or a transaction marker).",
     ["role", "topic", "action"],
 )
+INTAKE_BACKPRESSURE_PAUSES = Counter(
+    "rtaudit_intake_backpressure_pauses_total",
+    "Times a modality worker's intake paused every partition (polling on) because its batcher lane was full.",
+    ["role"],
+)
+FUSION_DROPPED = Counter(
+    "rtaudit_fusion_dropped_records_total",
+    "Scores records fusion dropped without effect: 'decided' (their request has its verdict: a duplicate "
+    "or a replay) or 'late' (a partial past deadline + grace + retention of a request fusion no longer knows).",
+    ["reason"],
+)
 FUSION_PENDING = Gauge(
     "rtaudit_fusion_pending_requests", "Requests in fusion's table still waiting for a verdict (this process)."
 )

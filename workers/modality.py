@@ -7,9 +7,13 @@ Flow (one process: an intake thread, the event loop, one inference thread):
 1. The intake thread (:class:`rtaudit.workers.lane_intake.LaneIntake`) is one confluent-kafka consumer of both lane
    topics (``audit.<modality>.hi`` and ``.lo``, group ``rtaudit-<role>``). It reads up to
    1,000 records per ``consume`` call, decodes them, and hands the batch to the event loop
-   in one hop, which puts each task in the :class:`rtaudit.engine.batcher.Batcher` on its lane; the
-   thread waits until the batcher took them (a full lane back-pressures the fetch). A
-   record that does not decode goes to the DLQ.
+   in one hop, which puts each task in the :class:`rtaudit.engine.batcher.Batcher` on its lane; a
+   full lane's records are held beside it (:mod:`rtaudit.workers.lane_overflow`) and that lane's
+   partitions paused, never the other lane's, so the low lane keeps its share while the high
+   lane is saturated. The thread waits until the batch is taken; past 1 s it pauses every
+   partition and keeps polling (``max.poll.interval.ms`` is never exceeded, finished records
+   are committed meanwhile). A record that does not decode goes to the DLQ. A rebalance
+   retires the revoked partitions' ack generations (:class:`rtaudit.workers.acks.InOrderAcks`).
 2. One task takes batches (high lane first, low lane's share honoured, closing on
    size, lag-adaptive window or deadline) and runs :func:`rtaudit.engine.stage.process_batch`
    in the single inference thread, off the event loop. Items already past their
@@ -169,8 +173,9 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
 
     async def accept(items: list[tuple[Work, AuditError | None]]) -> None:
         """A consumed batch, on the event loop: track every record, DLQ the undecodable
-        ones, put the rest in the batcher on their lane (a full low lane holds its records
-        apart and never the high lane's: :class:`rtaudit.workers.lane_intake.LowLaneOverflow`)."""
+        ones, put the rest in the batcher on their lane (a full lane holds its records apart and
+        never the other lane's: :class:`rtaudit.workers.lane_overflow.LowLaneOverflow`,
+        :class:`rtaudit.workers.lane_overflow.HighLaneHold`)."""
         intake: LaneIntake = state["intake"]
         bad: list[Work] = []
         per_topic: Counter[str] = Counter()
@@ -182,7 +187,11 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                 intake.dead_letter(work, error)
                 bad.append(work)
                 continue
-            await intake.overflow.put(work, lanes_by_topic[topic])
+            lane = lanes_by_topic[topic]
+            if lane == "hi":  # a full high lane holds its records apart, never the low lane's
+                await intake.hi_hold.put(work)
+            else:
+                await intake.overflow.put(work, lane)
         await intake.overflow.settle()
         for topic, n in per_topic.items():
             metrics.MESSAGES_CONSUMED.labels(role, topic).inc(n)
@@ -276,6 +285,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
                 if t is not None:
                     t.cancel()
             intake.overflow.cancel()
+            intake.hi_hold.cancel()
             intake.stop()
             await asyncio.wait({intake_done}, timeout=10)
             control.stop()

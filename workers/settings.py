@@ -297,6 +297,12 @@ class Settings(BaseSettings):
     #: the text worker's model (``workers/text.py``): ``minilm`` (MiniLM + alt-profanity-check),
     #: ``lexical`` (alt-profanity-check alone) or ``null`` (fixed scores: the overhead bench only).
     text_model: Literal["minilm", "lexical", "null"] = "minilm"
+    #: inference time the ``null`` text model spends per item, ms (it sleeps in the inference
+    #: thread): a stage as slow as a real model without its CPU, for the chaos harness and tests.
+    null_model_ms_per_item: float = Field(default=0.0, ge=0.0, le=600_000.0)
+    #: librdkafka ``max.poll.interval.ms`` of the fleet's consumers (``None``: the client's
+    #: default, 300,000); at least the session timeout (3,000 in the local profile).
+    max_poll_interval_ms: int | None = Field(default=None, ge=1000, le=86_400_000)
     #: the MiniLM encoder graph (``engine/text/encoder.py``): ``fp32`` (the ONNX export), ``int8``
     #: (its dynamic int8 quantization, CPU kernels) or ``auto`` (the CPU default measured by
     #: ``benchmarks/int8_encoder.py`` when the encoder runs on CPU, fp32 on CUDA). The choice is

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.codec import encode
@@ -35,6 +35,7 @@ from rtaudit.workers.app import dead_letter_record
 from rtaudit.workers.control import ControlPlane
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.offsets import OffsetGapGuard
+from rtaudit.workers.producer import RecoveringProducer
 from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ class BatchLoop:
         self.poll_timeout_s = poll_timeout_s
         self.commit_interval_s = commit_interval_s
         self.deliveries = DeliveryTracker()
-        self.producer = Producer(producer_config(settings))
+        self.producer = RecoveringProducer(producer_config(settings), name=group_id)
         self.consumer = Consumer(consumer_config(settings, group_id, **consumer_extra))
         self.gaps = OffsetGapGuard(self.consumer, group_id)
         self._stop = threading.Event()

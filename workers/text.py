@@ -13,7 +13,7 @@ def stage_factory(settings: Settings) -> ModelStage:
     if settings.text_model == "null":
         from rtaudit.engine.models.null import NullStage
 
-        return NullStage("text")
+        return NullStage("text", ms_per_item=settings.null_model_ms_per_item)
     if settings.text_model == "lexical":
         from rtaudit.engine.models.lexical import LexicalTextStage
 

@@ -9,6 +9,8 @@ per second, that path is the bound). Never serve traffic with it: every item sco
 
 from __future__ import annotations
 
+import time
+
 from rtaudit.engine.models import StageOutput
 from rtaudit.schemas.messages import ModalityTask, ModelRef
 
@@ -22,10 +24,14 @@ class NullStage:
     ``prepare(task)`` → the task's text (``str``, ``""`` for media: never decoded);
     ``infer(inputs)`` → one :class:`StageOutput` per input, no evidence. Raises nothing.
     The outputs share one scores dict (read-only by contract): O(1) work per item.
+
+    With ``ms_per_item`` > 0, ``infer`` sleeps ``len(inputs) * ms_per_item`` ms first: a stage as
+    slow as a real model, without its CPU (rebalance, back-pressure and poll-interval tests).
     """
 
-    def __init__(self, stage: str = "text", scores: dict[str, float] | None = None) -> None:
+    def __init__(self, stage: str = "text", scores: dict[str, float] | None = None, ms_per_item: float = 0.0) -> None:
         self.stage = stage
+        self.ms_per_item = ms_per_item
         self.model = ModelRef(name="null", version="1")
         self._output = StageOutput(scores=dict(NULL_SCORES if scores is None else scores))
 
@@ -33,4 +39,6 @@ class NullStage:
         return task.text or ""
 
     def infer(self, inputs: list[str]) -> list[StageOutput]:
+        if self.ms_per_item > 0 and inputs:
+            time.sleep(len(inputs) * self.ms_per_item / 1000.0)
         return [self._output] * len(inputs)

@@ -1,7 +1,8 @@
 """The supervised fleet on a real embedded broker (only the router: no model to load).
 
 * a worker killed with SIGKILL is restarted and joins its group again;
-* a killed embedded broker is restarted, its topics recreated and the workers restarted;
+* a killed embedded broker is restarted, its topics recreated and the workers restarted, and
+  the control records it lost (memory-only) named in one line;
 * a supervisor killed with ``kill -9`` leaves no child behind (broker, workers, and a
   worker its supervisor thread restarted).
 """
@@ -18,8 +19,10 @@ from pathlib import Path
 
 import pytest
 
+from rtaudit.schemas.control import PriorityPayload
 from rtaudit.topics.admin import ensure_topics
 from rtaudit.topics.catalog import catalog
+from rtaudit.workers.control import publish
 from rtaudit.workers.fleet import Fleet
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.supervision import RestartPolicy
@@ -78,6 +81,9 @@ def test_a_killed_worker_and_a_killed_broker_are_restarted(tmp_path: Path) -> No
               f"{time.monotonic() - killed_at:.1f} s")
         assert any("router-0" in e and "signal SIGKILL" in e for e in events), events
 
+        publish(fleet.settings, "priority:acme", PriorityPayload(lane="hi"), author="itest")  # a run-time record
+        wait_for(lambda: "priority:acme" in fleet.control_watch.state.messages, 10,  # type: ignore[union-attr]
+                 "the supervisor to read the control record")
         broker = fleet.broker.process  # type: ignore[union-attr]
         killed_at = time.monotonic()
         broker.send_signal(signal.SIGKILL)  # type: ignore[union-attr]
@@ -89,6 +95,8 @@ def test_a_killed_worker_and_a_killed_broker_are_restarted(tmp_path: Path) -> No
         wait_for(lambda: ready_count(log) == 3, 60, "the router to join the new broker's group")
         print(f"broker SIGKILLed: topics back and router in its group after {time.monotonic() - killed_at:.1f} s")
         assert fleet.exited() == []
+        # memory-only: what audit.control lost is said in one line
+        assert any("audit.control lost 1 run-time record" in e and "priority:acme v1 by itest" in e for e in events), events
     finally:
         fleet.stop()
     assert not alive(second.pid)

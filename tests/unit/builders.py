@@ -78,7 +78,7 @@ def partial(
         model=ModelRef(name=f"{stage}-model", version="1"), status=status,
         scores=scores if scores is not None else {}, evidence=evidence or [],
         timings=Timings(queue_ms=1.0, inference_ms=2.0, batch_size=1),
-        deadline_ms=DEADLINE_MS, produced_at_ms=produced_at_ms, **fields,
+        deadline_ms=fields.pop("deadline_ms", DEADLINE_MS), produced_at_ms=produced_at_ms, **fields,
     )
 
 

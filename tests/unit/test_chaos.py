@@ -134,6 +134,18 @@ def test_tally_of_a_clean_run_and_its_rows() -> None:
     assert rows["P99 during the faults"] == "n/a"
     bad = tally(sent, set(sent), raw, {"r1": 2}, 0, arrived, [], 10_000)
     assert not bad.ok and bad.client_duplicates == {"r1": 2}
+    assert rows["different verdicts for one id (target 0)"] == "0"
+
+
+def test_two_verdicts_for_one_id_that_differ_only_in_reasons_are_different_verdicts() -> None:
+    """Issue 34: a second verdict of a decided request (a replay after fusion forgot it) has the same
+    decision at times but other reasons; any difference fails the run."""
+    sent = _sent(10)
+    raw = [RawVerdict(rid, True, "allow") for rid in sent]
+    raw.append(RawVerdict("r3", True, "allow", reasons=("manifest missing: the router's record never arrived",)))
+    r = tally(sent, set(sent), raw, {rid: 1 for rid in sent}, 1, {}, [], 10_000)
+    assert r.conflicting_duplicates == ["r3"] and not r.ok
+    assert dict(result_rows(r, 10_000))["different verdicts for one id (target 0)"] == "1 (r3)"
 
 
 def test_request_maker_builds_valid_mixed_requests() -> None:

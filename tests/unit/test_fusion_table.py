@@ -85,6 +85,8 @@ def test_decided_entries_are_dropped_after_retention():
     t.due(NOW + RETENTION_MS - 1)
     assert len(t) == 2
     t.due(NOW + RETENTION_MS)
+    assert len(t) == 1  # "x" (no deadline known) goes; the decided request is kept past its deadline
+    t.due(DEADLINE_MS + GRACE_MS + RETENTION_MS)
     assert len(t) == 0
 
 
@@ -124,3 +126,41 @@ def test_replay_from_the_commit_offset_loses_and_repeats_nothing(seed: int, n_re
             emitted.append(d.verdict.request_id)
     emitted += [d.verdict.request_id for d in second.due(DEADLINE_MS + GRACE_MS)]
     assert sorted(emitted) == sorted(f"r{i}" for i in range(n_requests))
+
+
+LONG_DEADLINE_MS = CREATED_MS + 600_000  # a 600 s SLO, as in issue 34
+
+
+def test_a_replayed_partial_after_the_retention_but_before_the_deadline_gives_no_second_verdict():
+    """Issue 34, defect 3: a request decided complete at once; a modality worker that replays its
+    lane minutes later sends the part again (``expired``). Fusion had forgotten the decided id after
+    ``retention_ms`` and gave the request a second, different verdict at its deadline."""
+    t = table()
+    t.apply(manifest(TEXT, request_id="q", deadline_ms=LONG_DEADLINE_MS), 0, NOW)
+    first = t.apply(partial(TEXT, request_id="q", deadline_ms=LONG_DEADLINE_MS), 1, NOW)
+    assert first is not None and first.verdict.complete
+    t.due(NOW + RETENTION_MS + 60_000)  # the retention has ended
+    later = NOW + RETENTION_MS + 60_000
+    assert t.apply(partial(TEXT, request_id="q", status="expired", deadline_ms=LONG_DEADLINE_MS), 2, later) is None
+    assert t.apply(manifest(TEXT, request_id="q", deadline_ms=LONG_DEADLINE_MS), 3, later) is None
+    assert t.due(LONG_DEADLINE_MS + GRACE_MS) == []
+    assert t.take_dropped() == {"decided": 2}
+    assert t.take_dropped() == {}  # counted once
+    assert t.undecided == 0 and t.commit_offset() == 4
+
+
+def test_a_partial_later_than_any_replay_of_an_unknown_request_is_dropped_and_counted():
+    t = table()
+    t.due(DEADLINE_MS + GRACE_MS + RETENTION_MS)
+    assert t.apply(partial(TEXT, request_id="gone"), 0, DEADLINE_MS + GRACE_MS + RETENTION_MS) is None
+    assert len(t) == 0 and t.take_dropped() == {"late": 1}
+
+
+def test_decided_ids_are_kept_until_the_deadline_plus_grace_plus_retention():
+    t = table()
+    t.apply(manifest(TEXT, request_id="q", deadline_ms=LONG_DEADLINE_MS), 0, NOW)
+    t.apply(partial(TEXT, request_id="q", deadline_ms=LONG_DEADLINE_MS), 1, NOW)
+    t.due(LONG_DEADLINE_MS + GRACE_MS + RETENTION_MS - 1)
+    assert len(t) == 1
+    t.due(LONG_DEADLINE_MS + GRACE_MS + RETENTION_MS)
+    assert len(t) == 0

@@ -145,3 +145,57 @@ def test_a_task_costs_its_text_in_encoder_windows() -> None:
     assert task_cost(task(text="hello")) == 1.0
     assert task_cost(task(text="x" * 32_000)) == 32_000 / TEXT_CHARS_PER_SLOT > 64  # a batch of its own
     assert task_cost(task(text=None)) == 1.0  # media tasks
+
+
+class HiControl:
+    hi_held = 0
+    want_hi_paused = False
+
+
+def test_a_full_high_lane_never_holds_up_the_low_lane() -> None:
+    """Issue 34, defect 4: with the high lane full, low-lane records consumed after high-lane ones
+    used to wait for room in the high lane (and the intake stopped fetching): the low lane's
+    share was never served. Now they reach the batcher at once; the high lane's records are held,
+    in order, and its partitions paused while any is held."""
+    from rtaudit.workers.lane_overflow import HighLaneHold
+
+    async def run() -> None:
+        batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=2, max_queued=2, lo_share=0.5))
+        control = HiControl()
+        hold = HighLaneHold(batcher, control)  # type: ignore[arg-type]
+        overflow = LowLaneOverflow(batcher)
+        his = [work(i, "audit.text.hi") for i in range(5)]
+        for w in his:
+            await asyncio.wait_for(hold.put(w), 0.5)  # never waits for room
+        await asyncio.wait_for(overflow.put(work(99), "lo"), 0.5)
+        assert batcher.queued("lo") == 1 and batcher.queued("hi") == 2
+        assert len(hold) == 3 and control.want_hi_paused and control.hi_held == 3
+        taken: list[str] = []
+        while len(taken) < 6:
+            batch = await asyncio.wait_for(batcher.next_batch(), 1)
+            taken += [p.payload.task.request_id for p in batch.items]  # type: ignore[union-attr]
+            await asyncio.sleep(0)  # the hold moves its next record in
+        assert "r99" in taken[:4]  # the low lane's share: in the second batch at the latest
+        assert [t for t in taken if t != "r99"] == [f"r{i}" for i in range(5)]  # the high lane in order
+        assert len(hold) == 0 and not control.want_hi_paused and control.hi_held == 0
+
+    asyncio.run(run())
+
+
+def test_a_revoked_partition_s_held_high_lane_records_are_dropped() -> None:
+    from rtaudit.workers.lane_overflow import HighLaneHold
+
+    async def run() -> None:
+        batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
+        hold = HighLaneHold(batcher)
+        ws = [work(i, "audit.text.hi", partition=i % 2) for i in range(4)]
+        for w in ws:
+            await hold.put(w)
+        await asyncio.sleep(0)
+        dropped = hold.forget({("audit.text.hi", 1)})
+        # r0 is in the batcher; r1 is on its way in (it gets there: acked when it finishes), r3 is dropped
+        assert [w.task.request_id for w in dropped] == ["r3"]  # type: ignore[union-attr]
+        assert [w.task.request_id for w in hold.held] == ["r2"]  # type: ignore[union-attr]
+        hold.cancel()
+
+    asyncio.run(run())

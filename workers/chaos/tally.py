@@ -105,8 +105,8 @@ class ChaosResult:
 
     @property
     def ok(self) -> bool:
-        """The target: nothing lost, no duplicate through the client."""
-        return not self.lost and not self.client_duplicates and not self.not_acknowledged
+        """The target: nothing lost, no duplicate through the client, no two different verdicts for one id."""
+        return not self.lost and not self.client_duplicates and not self.not_acknowledged and not self.conflicting_duplicates
 
 
 def recovery_s(samples: list[tuple[int, float]], last_fault_ms: int, slo_ms: float, window_s: float = 5.0,
@@ -155,7 +155,10 @@ def tally(
             records.setdefault(r.rid, []).append(r)
     lost = sorted(rid for rid in acknowledged if rid not in records)
     dups = {rid: len(rs) for rid, rs in records.items() if len(rs) > 1}
-    conflicting = sorted(rid for rid, rs in records.items() if len({(x.complete, x.decision, x.parts) for x in rs}) > 1)
+    # two records of one id that differ in decision, completeness, parts or reasons: a consumer that
+    # keeps the last record per key (a compacted topic, a table, a sink) may keep the wrong decision
+    conflicting = sorted(rid for rid, rs in records.items()
+                         if len({(x.complete, x.decision, x.parts, x.reasons) for x in rs}) > 1)
     firsts = [rs[0] for rs in records.values()]
     incomplete_parts: Counter[str] = Counter()
     for v in firsts:
@@ -216,7 +219,8 @@ def result_rows(r: ChaosResult, slo_ms: float) -> list[tuple[str, str]]:
         ("verdicts (distinct request ids)", f"{r.verdicts} from {r.verdict_records} records"),
         ("lost (sent, no verdict)", f"{len(r.lost)}{ids(r.lost)}"),
         ("duplicates, raw consumer", f"{sum(n - 1 for n in r.raw_duplicates.values())} extra records on {len(r.raw_duplicates)} ids"
-                                     f"{ids(r.raw_duplicates)}" + (f"; {len(r.conflicting_duplicates)} not identical" if r.conflicting_duplicates else "")),
+                                     f"{ids(r.raw_duplicates)}"),
+        ("different verdicts for one id (target 0)", f"{len(r.conflicting_duplicates)}{ids(r.conflicting_duplicates)}"),
         ("duplicates through the client", f"{len(r.client_duplicates)} (the client dropped {r.client_dropped} repeats)"),
         ("incomplete verdicts", f"{r.incomplete}" + (f" (parts not ok: {parts})" if parts else "")),
         ("P99 before the faults", ms(r.p99_before_ms)),

@@ -1,0 +1,41 @@
+"""The recovering producer (workers/producer.py) on real librdkafka instances: one with nothing
+listening (a stalled instance), one on librdkafka's in-process mock cluster (``test.mock.num.brokers``)."""
+
+from __future__ import annotations
+
+import logging
+import socket
+
+from rtaudit.workers.producer import RecoveringProducer
+
+
+def unused_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_a_stalled_instance_is_recreated_and_every_unacknowledged_record_kept() -> None:
+    reports: list[object] = []
+    conf = {"bootstrap.servers": f"127.0.0.1:{unused_port()}", "enable.idempotence": True, "log_level": 0}
+    producer = RecoveringProducer(conf, name="unit", stall_s=0.3)
+    for i in range(5):
+        producer.produce("t", b"v%d" % i, b"k%d" % i, on_delivery=lambda err, msg: reports.append(err))
+    assert producer.flush(1.5) == 5  # nothing listens: nothing is acknowledged...
+    assert producer.recreated >= 2  # ...so an instance is replaced after every 0.3 s without a report
+    assert len(producer) == 5 and reports == []  # the dropped instances' purge reports never reach the caller
+
+
+def test_records_are_delivered_once_each_and_an_idle_producer_is_not_stalled(caplog) -> None:  # type: ignore[no-untyped-def]
+    delivered: list[bytes] = []
+    conf = {"test.mock.num.brokers": 1, "enable.idempotence": True, "log_level": 0}
+    producer = RecoveringProducer(conf, name="unit", stall_s=0.5)
+    for i in range(50):
+        producer.produce("t", b"v%d" % i, b"k%d" % i, on_delivery=lambda err, msg: delivered.append(msg.key()))
+    assert producer.flush(10) == 0
+    assert sorted(delivered) == sorted(b"k%d" % i for i in range(50))
+    producer.poll(0.8)  # idle for longer than stall_s with nothing waiting
+    producer.produce("t", b"late", b"late", on_delivery=lambda err, msg: delivered.append(msg.key()))
+    assert producer.flush(10) == 0 and delivered[-1] == b"late"
+    assert producer.recreated == 0
+    assert not [r for r in caplog.records if r.levelno >= logging.WARNING]

@@ -1,0 +1,234 @@
+"""Records held beside a modality worker's batcher, and the record type of the intake.
+
+* :class:`Work` — a consumed record and its decoded task;
+* :class:`LowLaneOverflow` — low-lane records waiting while the batcher's low lane is full (the
+  low lane's partitions are paused from :data:`LO_OVERFLOW_PAUSE` held on);
+* :class:`HighLaneHold` — high-lane records waiting while the batcher's high lane is full, so that
+  the low-lane records consumed with them still reach the batcher and the low lane keeps its
+  share under saturation (the high lane's partitions are paused while any are held).
+
+Both run on the event loop; :class:`rtaudit.workers.lane_intake.LaneIntake` owns them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import Message
+
+from rtaudit.engine.batcher import Batcher, LaneName
+from rtaudit.schemas.messages import ModalityTask
+
+if TYPE_CHECKING:
+    from rtaudit.workers.lane_intake import LaneControl
+
+#: most records one ``consume`` call returns.
+INTAKE_BATCH = 1000
+#: held low-lane records (beyond the batcher's full low lane) at which the low lane's
+#: partitions are paused, or held bytes (record values), whichever comes first. A pause
+#: makes librdkafka drop what it prefetched for them, re-fetched on resume: pausing at 2,000
+#: held (resuming at 500) cycled every ~1,500 records and cost a null-model text worker a
+#: third of its throughput (60,000 tasks at once, A/B in one sitting: 10.3-10.8k vs
+#: 15.4-22.0k records/s with these bounds; broker CPU per 1,000 records 0.033 vs 0.014-0.020 s).
+LO_OVERFLOW_PAUSE = 20 * INTAKE_BATCH
+LO_OVERFLOW_PAUSE_BYTES = 32 * 1024 * 1024
+#: ...and at or below which (records and bytes) they are resumed: what is held and batched
+#: then covers the re-fetch many times over.
+LO_OVERFLOW_RESUME = 5 * INTAKE_BATCH
+LO_OVERFLOW_RESUME_BYTES = 8 * 1024 * 1024
+#: held records or bytes past which the intake stops fetching (both lanes) until the held
+#: backlog shrinks: the bound of the worker's memory for records held beside the batcher.
+#: At most one consumed batch arrives after the pause, so it is rarely reached.
+LO_OVERFLOW_MAX = 2 * LO_OVERFLOW_PAUSE
+LO_OVERFLOW_MAX_BYTES = 2 * LO_OVERFLOW_PAUSE_BYTES
+
+
+#: characters of text per batch slot: about one 64-word-piece encoder window of English
+#: (engine/text/windows.py), so a 32,000-character text takes ~125 slots (a batch of its own).
+TEXT_CHARS_PER_SLOT = 256
+
+
+def task_cost(task: ModalityTask) -> float:
+    """Batch slots a task takes (:meth:`rtaudit.engine.batcher.Batcher.put`'s ``cost``): its text's
+    length in :data:`TEXT_CHARS_PER_SLOT`, at least 1 (media tasks: 1)."""
+    return max(1.0, len(task.text or "") / TEXT_CHARS_PER_SLOT)
+
+
+#: a partition: ``(topic, partition)``.
+TP = tuple[str, int]
+
+
+@dataclass(eq=False, slots=True)
+class Work:
+    """A consumed record and its decoded task (``None`` for a record bound for the DLQ).
+    ``tp`` (its partition) and ``nbytes`` (its value's size, bytes) are read once, at construction."""
+
+    message: Message
+    task: ModalityTask | None
+    tp: TP = field(init=False)
+    nbytes: int = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.tp = (self.message.topic(), self.message.partition())
+        value = self.message.value()
+        self.nbytes = len(value) if value else 0
+
+
+
+class LowLaneOverflow:
+    """Where a decoded record waits when the batcher's low lane is full (event loop side).
+
+    A high-lane record waits for room in its lane (back-pressure). A low-lane record that
+    finds its lane full, or older low-lane records already held, is held here in arrival
+    order and moved into the batcher as the lane makes room; from ``LO_OVERFLOW_PAUSE`` held
+    (or ``LO_OVERFLOW_PAUSE_BYTES``) the :class:`LaneControl` pauses the low lane's partitions
+    (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
+    record by record, so a full low lane held every high-lane record behind it (bench
+    --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
+    ``max_held`` records or ``max_held_bytes`` (record values), :meth:`settle` waits for the
+    backlog to shrink (the intake stops).
+    """
+
+    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX,
+                 max_held_bytes: int = LO_OVERFLOW_MAX_BYTES) -> None:
+        self.batcher, self.control, self.max_held, self.max_held_bytes = batcher, control, max_held, max_held_bytes
+        self.held: deque[Work] = deque()
+        #: bytes of the held records' values.
+        self.held_bytes = 0
+        self._drain: asyncio.Future[None] | None = None
+        #: the held record :meth:`_drain_held` is putting in the batcher (it gets there, revoked or not).
+        self._putting: Work | None = None
+        self._below_max = asyncio.Event()
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    async def put(self, work: Work, lane: LaneName) -> None:
+        """Queue a decoded record on ``lane``: the batcher, or held (see the class docstring)."""
+        assert work.task is not None
+        if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
+            self.held.append(work)
+            self.held_bytes += work.nbytes
+            return
+        await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+
+    async def settle(self) -> None:
+        """After a consumed batch: start moving held records, report the count to the lane
+        control, and wait while more than ``max_held`` are held."""
+        self._report()
+        if self.held and (self._drain is None or self._drain.done()):
+            self._drain = asyncio.ensure_future(self._drain_held())
+        while self._over_max():  # until back under the bound, not until drained
+            self._below_max.clear()
+            await self._below_max.wait()
+
+    def _over_max(self) -> bool:
+        return len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes
+
+    def forget(self, partitions: set[TP]) -> list[Work]:
+        """Partitions revoked: their held records are another member's now. Returns them (dropped)."""
+        dropped = [w for w in self.held if w.tp in partitions and w is not self._putting]  # that one enters the batcher
+        self.held = deque(w for w in self.held if w.tp not in partitions)
+        self.held_bytes = sum(w.nbytes for w in self.held)
+        self._report()
+        if not self._over_max():
+            self._below_max.set()
+        return dropped
+
+    def cancel(self) -> None:
+        if self._drain is not None:
+            self._drain.cancel()
+
+    async def _drain_held(self) -> None:
+        while self.held:
+            work = self.held[0]
+            assert work.task is not None
+            self._putting = work
+            try:
+                await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+            finally:
+                self._putting = None
+            if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
+                self.held.popleft()
+                self.held_bytes -= work.nbytes
+            self._report()
+            if not self._over_max():
+                self._below_max.set()
+
+    def _report(self) -> None:
+        if self.control is not None:
+            self.control.lo_overflow = len(self.held)
+            self.control.lo_overflow_bytes = self.held_bytes
+
+
+class HighLaneHold:
+    """Where a decoded high-lane record waits when the batcher's high lane is full (event loop side).
+
+    Before, the intake awaited room for it, so every low-lane record consumed after it waited too
+    and the intake stopped fetching: with the high lane saturated, the low lane got no record into
+    the batcher and its share (``lo_share``) was never served (issue 34: 5 low-lane texts with a
+    10 s SLO all expired behind 900 high-lane ones). Now the record is held here, in arrival
+    order, and moved into the batcher as the lane makes room; while any is held the
+    :class:`rtaudit.workers.lane_intake.LaneControl` pauses the high lane's partitions
+    (``want_hi_paused``), so at most one consumed batch of high-lane records is held, and the
+    low lane keeps being fetched. Held records count as the high lane's lag.
+    """
+
+    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None) -> None:
+        self.batcher, self.control = batcher, control
+        self.held: deque[Work] = deque()
+        #: bytes of the held records' values.
+        self.held_bytes = 0
+        self._drain: asyncio.Future[None] | None = None
+        #: the held record :meth:`_drain_held` is putting in the batcher (it gets there, revoked or not).
+        self._putting: Work | None = None
+
+    def __len__(self) -> int:
+        return len(self.held)
+
+    async def put(self, work: Work) -> None:
+        """Queue a decoded high-lane record: into the batcher when its lane has room and nothing
+        is held (no wait), else held (see the class docstring). Never waits for room."""
+        assert work.task is not None
+        if self.held or self.batcher.queued("hi") >= self.batcher.config.queue_limit:
+            self.held.append(work)
+            self.held_bytes += work.nbytes
+            self._report()
+            if self._drain is None or self._drain.done():
+                self._drain = asyncio.ensure_future(self._drain_held())
+            return
+        await self.batcher.put(work, "hi", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+
+    def forget(self, partitions: set[TP]) -> list[Work]:
+        """Partitions revoked: their held records are another member's now. Returns them (dropped)."""
+        dropped = [w for w in self.held if w.tp in partitions and w is not self._putting]
+        self.held = deque(w for w in self.held if w.tp not in partitions)
+        self.held_bytes = sum(w.nbytes for w in self.held)
+        self._report()
+        return dropped
+
+    def cancel(self) -> None:
+        if self._drain is not None:
+            self._drain.cancel()
+
+    async def _drain_held(self) -> None:
+        while self.held:
+            work = self.held[0]
+            assert work.task is not None
+            self._putting = work
+            try:
+                await self.batcher.put(work, "hi", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+            finally:
+                self._putting = None
+            if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
+                self.held.popleft()
+                self.held_bytes -= work.nbytes
+            self._report()
+
+    def _report(self) -> None:
+        if self.control is not None:
+            self.control.hi_held = len(self.held)
+            self.control.want_hi_paused = bool(self.held)
