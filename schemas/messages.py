@@ -165,8 +165,10 @@ class Evidence(_Strict):
     """Why a score is what it is: a text span, an image box, or recognized text.
 
     ``span`` is ``[start, end)`` into the text the model saw (the request text
-    for ``text/`` parts, the OCR transcript for ``ocr/`` parts); ``box`` is
-    ``[x, y, width, height]`` in pixels.
+    for ``text/`` parts, the OCR transcript for ``ocr/`` parts, the speech transcript for
+    ``audio/`` parts); ``box`` is ``[x, y, width, height]`` in pixels. In time-based media,
+    ``time_s`` is ``[start_s, end_s)`` in seconds of the original item (a flagged word, a
+    sampled frame's display interval) and ``frame`` the index of the frame in its decoded stream.
     """
 
     part: str
@@ -176,6 +178,8 @@ class Evidence(_Strict):
     text: str | None = None
     span: tuple[int, int] | None = None
     box: tuple[int, int, int, int] | None = None
+    time_s: tuple[float, float] | None = Field(default=None, description="[start_s, end_s) in the original media, seconds")
+    frame: int | None = Field(default=None, ge=0, description="index of the frame in the decoded stream")
 
 
 class Timings(_Strict):
