@@ -8,7 +8,8 @@ from rtaudit.workers.settings import Settings
 
 def stage_factory(settings: Settings) -> ModelStage:
     """The image stage this worker serves (also what ``rtaudit bench`` measures)."""
-    return NudityStage(settings.media.policy(), prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads())
+    return NudityStage(settings.media.policy(), prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
+                       sampling=settings.av.sampling("animation"))
 
 
 app = modality_app("image", "image", stage_factory)

@@ -14,7 +14,7 @@ def stage_factory(settings: Settings) -> ModelStage:
         settings.media.policy(),
         TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
                    encoder_precision=settings.text_encoder_precision),
-        intra_op_threads=settings.model_threads(),
+        intra_op_threads=settings.model_threads(), sampling=settings.av.sampling("animation"),
     )
 
 

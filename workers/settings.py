@@ -19,6 +19,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
+from rtaudit.engine.frames import SamplingParams
 from rtaudit.engine.media import MediaPolicy
 from rtaudit.engine.policy import PolicyBook, TenantPolicy
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
@@ -57,8 +58,8 @@ class TimedMediaSettings(BaseModel):
         asr_threads: CTranslate2 threads of the recognizer; 0 = :meth:`Settings.model_threads`.
         asr_beam_size: Whisper's decoding beam (1: greedy).
         frame_interval_s: a frame is sampled at least this often, seconds.
-        scene_threshold: mean absolute difference (0-1, on 32×32 grey thumbnails) from the last
-            sampled frame at or above which a frame is sampled as a scene change.
+        scene_threshold: share (0-1) of a 32×32 grey thumbnail's pixels changed by more than 10 %
+            since the last sampled frame at or above which a frame is sampled as a scene change.
         max_frames_video: most frames sampled from one video (the interval widens to fit).
         max_frames_animation: most frames sampled from one animated image.
     """
@@ -69,9 +70,14 @@ class TimedMediaSettings(BaseModel):
     asr_threads: int = Field(default=0, ge=0, le=64)
     asr_beam_size: int = Field(default=1, ge=1, le=10)
     frame_interval_s: float = Field(default=1.0, gt=0)
-    scene_threshold: float = Field(default=0.08, gt=0, le=1)
+    scene_threshold: float = Field(default=0.05, gt=0, le=1)
     max_frames_video: int = Field(default=24, ge=1, le=1000)
     max_frames_animation: int = Field(default=12, ge=1, le=1000)
+
+    def sampling(self, kind: Literal["video", "animation"]) -> SamplingParams:
+        """Frame sampling of a video or an animated image."""
+        cap = self.max_frames_video if kind == "video" else self.max_frames_animation
+        return SamplingParams(interval_s=self.frame_interval_s, scene_threshold=self.scene_threshold, max_frames=cap)
 
 
 #: Stages with a model batcher; per-stage maps (``max_size``, ``min_size``) are keyed by these.
