@@ -22,7 +22,7 @@ MAX_DEADLINE_AHEAD_MS = 3_600_000
 
 #: modality → stages that answer it, when a worker for it runs in the fleet.
 DEFAULT_STAGES: dict[str, tuple[str, ...]] = {
-    "text": ("text",), "image": ("image", "ocr"), "audio": ("audio",),
+    "text": ("text",), "image": ("image", "ocr"), "audio": ("audio",), "video": ("video",),
 }
 
 

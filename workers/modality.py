@@ -227,9 +227,12 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         intake: LaneIntake = state["intake"]
         lane_of: dict[int, str] | None = None  # built at the first expired partial: only those are counted by lane
         failures = dict(result.failures)
+        subtasks = dict(result.subtasks)
         delivery = BatchDelivery(asyncio.get_running_loop())
         statuses: Counter[str] = Counter()
         for i, (work, partial, value) in enumerate(zip(works, result.partials, values)):
+            for sub in subtasks.get(i, ()):  # a split item's tasks, on their lanes, before its partial
+                intake.produce(lane_topic(sub.modality, sub.lane), sub.request_id.encode(), encode(sub), delivery)
             intake.produce(SCORES, partial.request_id.encode(), value, delivery)
             statuses[partial.status] += 1
             if partial.status == "expired":

@@ -87,15 +87,17 @@ def merge(parts: list[tuple[list[int], BatchResult]], n: int) -> BatchResult:
     """One :class:`BatchResult` for ``n`` tasks from sub-batch results; ``parts`` holds each
     sub-batch's task indices (into the whole batch) and its result."""
     partials: list[Any] = [None] * n
-    failures = []
+    failures, subtasks = [], []
     inference_s, inferred = 0.0, 0
     for indices, result in parts:
         for j, partial in zip(indices, result.partials):
             partials[j] = partial
         failures += [(indices[i], e) for i, e in result.failures]
+        subtasks += [(indices[i], t) for i, t in result.subtasks]
         inference_s += result.inference_s
         inferred += result.inferred
-    return BatchResult(partials, sorted(failures, key=lambda f: f[0]), inference_s, inferred)
+    return BatchResult(partials, sorted(failures, key=lambda f: f[0]), inference_s, inferred,
+                       sorted(subtasks, key=lambda s: s[0]))
 
 
 class ServingSet:

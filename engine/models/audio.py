@@ -19,6 +19,7 @@ from rtaudit.engine.audio.vad import VadParams, speech_segments
 from rtaudit.engine.media import MediaPolicy, load_bytes
 from rtaudit.engine.models import StageOutput
 from rtaudit.engine.models.text import model_ref, stage_output
+from rtaudit.engine.models.video import AUDIO_TRACK
 from rtaudit.engine.text.scoring import TextScorer
 from rtaudit.schemas.errors import MediaUndecodable, NoSpeech, RecognitionFailed
 from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
@@ -88,6 +89,15 @@ class SpeechScorer:
         return outputs
 
 
+@dataclass(frozen=True)
+class AudioInput:
+    """A prepared audio item: the decoded audio, and whether it is a video's audio track (then no
+    speech, or sounds without words, is an ordinary answer: the frames carry the video)."""
+
+    audio: DecodedAudio
+    video_track: bool = False
+
+
 class AudioStage:
     """The ``audio`` stage (see the module docstring). ``prepare`` loads and decodes one item
     (``float32[n]`` mono 16 kHz); ``infer`` recognizes each item, then scores every transcript of
@@ -99,8 +109,8 @@ class AudioStage:
         self.media_policy, self.speech, self.limits = media_policy, speech, limits
         self.model = speech.model
 
-    def prepare(self, task: ModalityTask) -> DecodedAudio:
-        """Load and decode the task's audio.
+    def prepare(self, task: ModalityTask) -> AudioInput:
+        """Load and decode the task's audio (a ``<part>#audio`` task: a video's audio track).
 
         Raises:
             MediaUndecodable: no media item, not decodable, no audio stream, too short.
@@ -111,23 +121,31 @@ class AudioStage:
             raise MediaUndecodable("audio task without a media item")
         data = load_bytes(task.media, self.media_policy)
         try:
-            return decode_audio(data, max_duration_s=self.limits.max_duration_s, min_duration_s=self.limits.min_duration_s)
+            audio = decode_audio(data, max_duration_s=self.limits.max_duration_s, min_duration_s=self.limits.min_duration_s)
+            return AudioInput(audio, video_track=task.part.endswith(AUDIO_TRACK))
         except MediaUndecodable as exc:
             if task.media.mime:
                 raise MediaUndecodable(f"{exc.message} (declared {task.media.mime[:100]})") from None
             raise
 
-    def infer(self, inputs: list[DecodedAudio]) -> list[StageOutput | BaseException]:
-        """One output per item, or the exception that item raised (``NoSpeech``, ``RecognitionFailed``...)."""
+    def infer(self, inputs: list[AudioInput]) -> list[StageOutput | BaseException]:
+        """One output per item, or the exception that item raised (``NoSpeech``, ``RecognitionFailed``...;
+        for a video's audio track these are an output with no scores and a note instead)."""
         transcripts: list[Transcript | BaseException] = []
-        for audio in inputs:
+        for item in inputs:
             try:
-                transcripts.append(self.speech.transcribe(audio))
+                transcripts.append(self.speech.transcribe(item.audio))
             except Exception as exc:
                 transcripts.append(exc)
         scored = iter(self.speech.score([t for t in transcripts if isinstance(t, Transcript)]))
         outputs: list[StageOutput | BaseException] = []
-        for audio, t in zip(inputs, transcripts):
+        for item, t in zip(inputs, transcripts):
+            audio = item.audio
+            if isinstance(t, (NoSpeech, RecognitionFailed)) and item.video_track:
+                outputs.append(StageOutput(scores={}, evidence=[Evidence(
+                    part="", category="neutral", label=str(t.code), score=0.0, text=t.message,
+                    time_s=(0.0, round(audio.duration_s, 3)))]))
+                continue
             if isinstance(t, BaseException):
                 outputs.append(t)
                 continue

@@ -83,3 +83,33 @@ def text_frame(text: str | None, size: tuple[int, int] = (480, 200), bg: tuple[i
     if text:
         ImageDraw.Draw(img).text((20, size[1] // 2 - 30), text, fill=(0, 0, 0), font=font(56))
     return img
+
+
+def encode_video(frame_at, *, seconds: float, fps: int = 10, size: tuple[int, int] = (480, 200),
+                 audio: np.ndarray | None = None, fmt: str = "mp4", codec: str = "libx264") -> bytes:
+    """A video of ``seconds`` at ``fps`` whose frame at time ``t`` is ``frame_at(t)`` (a PIL image of
+    ``size``), with ``audio`` (``float32[n]`` mono 16 kHz) as an AAC track when given."""
+    buf = io.BytesIO()
+    with av.open(buf, "w", format=fmt) as c:
+        v = c.add_stream(codec, rate=fps)
+        v.width, v.height, v.pix_fmt = size[0], size[1], "yuv420p"
+        a = c.add_stream("aac", rate=16_000, layout="mono") if audio is not None else None
+        for i in range(int(seconds * fps)):
+            frame = av.VideoFrame.from_image(frame_at(i / fps).convert("RGB"))
+            frame.pts = i
+            frame.time_base = Fraction(1, fps)
+            for p in v.encode(frame):
+                c.mux(p)
+        for p in v.encode(None):
+            c.mux(p)
+        if a is not None:
+            r = av.AudioResampler(format="fltp", layout="mono", rate=16_000)
+            block = (np.clip(audio, -1, 1) * 32767).astype(np.int16).reshape(1, -1)
+            f = av.AudioFrame.from_ndarray(block, format="s16", layout="mono")
+            f.sample_rate = 16_000
+            for g in r.resample(f) + r.resample(None):
+                for p in a.encode(g):
+                    c.mux(p)
+            for p in a.encode(None):
+                c.mux(p)
+    return buf.getvalue()

@@ -64,8 +64,8 @@ def test_every_container_decodes_to_mono_16k(fmt, codec, channels, rate):
 def test_content_decides_not_the_declared_type(stage):
     """An Ogg/Opus file declared (and named) as MP3 decodes as what it is."""
     data = encode_audio(clip("insult"), fmt="ogg", codec="libopus", out_rate=48_000)
-    audio = stage.prepare(task(data, mime="audio/mpeg"))
-    assert audio.source.startswith("ogg/opus")
+    prepared = stage.prepare(task(data, mime="audio/mpeg"))
+    assert prepared.audio.source.startswith("ogg/opus") and not prepared.video_track
 
 
 @pytest.mark.parametrize("data, why", [
@@ -175,3 +175,19 @@ def test_wer_on_the_shared_clips(data_dir):
     results = evaluate(manifest, WhisperRecognizer(cpu_threads=1))
     assert len(results) == 14
     assert overall_wer(results) <= 0.15
+
+
+def test_a_video_audio_track_is_scored_and_its_silence_is_no_fault(stage):
+    """The ``<part>#audio`` task the video stage splits off: speech is flagged in the video's time;
+    a silent track is an ordinary answer (a note, no scores), since the frames carry the video."""
+    from tests.unit.media_builders import encode_video, text_frame
+
+    signal, insult_at = speech_with_insult(lead_s=1.0, gap_s=1.0)
+    video = encode_video(lambda t: text_frame(None), seconds=len(signal) / SAMPLE_RATE_HZ, audio=signal)
+    track = task(video).model_copy(update={"part": "video:0#audio"})
+    p = process_batch(stage, [track]).partials[0]
+    assert p.status == "ok" and p.scores["offensive"] >= 0.9
+    assert all(insult_at - 0.5 <= e.time_s[0] for e in p.evidence if e.category == "offensive" and e.score >= 0.9)
+    silent = encode_video(lambda t: text_frame(None), seconds=2, audio=np.zeros(SAMPLE_RATE_HZ * 2, np.float32))
+    p = process_batch(stage, [task(silent).model_copy(update={"part": "video:0#audio"})]).partials[0]
+    assert (p.status, p.scores, [e.label for e in p.evidence]) == ("ok", {}, ["no_speech"])

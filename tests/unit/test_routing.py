@@ -65,7 +65,7 @@ def test_plan_without_a_text_worker_skips_the_text():
 
 
 def test_plan_of_only_unsupported_media_expects_nothing():
-    plan = router().plan(audit_request(text=None, media=[inline_media(b"v", type_="video")]), NOW_MS)
+    plan = router(stages={"text": ("text",), "image": ("image", "ocr")}).plan(audit_request(text=None, media=[inline_media(b"v", type_="video")]), NOW_MS)
     assert plan.tasks == []
     assert plan.manifest.expected == []
     assert [s.part for s in plan.manifest.skipped] == ["video:0"]
