@@ -316,7 +316,8 @@ def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
 
 @app.command()
 def submit(
-    paths: Annotated[list[Path], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")],
+    paths: Annotated[list[Path], typer.Argument(help="text files (UTF-8), .jsonl requests, images, audio or video "
+                                                     "(judged by content: .png, .gif, .mp3, .wav, .mp4, ...)")],
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
