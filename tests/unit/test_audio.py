@@ -191,3 +191,29 @@ def test_a_video_audio_track_is_scored_and_its_silence_is_no_fault(stage):
     silent = encode_video(lambda t: text_frame(None), seconds=2, audio=np.zeros(SAMPLE_RATE_HZ * 2, np.float32))
     p = process_batch(stage, [task(silent).model_copy(update={"part": "video:0#audio"})]).partials[0]
     assert (p.status, p.scores, [e.label for e in p.evidence]) == ("ok", {}, ["no_speech"])
+
+
+def test_a_two_hour_silent_file_is_refused_by_its_header_in_well_under_a_second():
+    """A real 2-hour silent WAV (8 kHz mono 8-bit, every sample present: 57.6 MB): refused by the
+    duration limit before a sample is decoded."""
+    import time
+
+    import av
+
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="wav") as c:
+        s = c.add_stream("pcm_u8", rate=8_000, layout="mono")
+        minute = np.full((1, 8_000 * 60), 128, np.uint8)  # unsigned 8-bit silence
+        for m in range(120):
+            frame = av.AudioFrame.from_ndarray(minute, format="u8", layout="mono")
+            frame.sample_rate, frame.pts = 8_000, m * 8_000 * 60
+            for p in s.encode(frame):
+                c.mux(p)
+        for p in s.encode(None):
+            c.mux(p)
+    two_hours = buf.getvalue()
+    assert len(two_hours) > 7200 * 8_000
+    started = time.perf_counter()
+    with pytest.raises(MediaTooLarge, match=r"audio is 7200.0 s .* limit 1800 s"):
+        decode_audio(two_hours, max_duration_s=1800.0)
+    assert time.perf_counter() - started < 1.0
