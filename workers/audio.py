@@ -22,7 +22,8 @@ def speech_scorer(settings: Settings) -> SpeechScorer:
 def stage_factory(settings: Settings) -> ModelStage:
     """The audio stage this worker serves."""
     limits = AudioLimits(min_duration_s=settings.av.min_duration_s, max_duration_s=settings.av.max_duration_s)
-    return AudioStage(settings.media.policy(), speech_scorer(settings), limits)
+    return AudioStage(settings.media.policy(), speech_scorer(settings), limits,
+                      decoder=settings.av.decoder("rtaudit.engine.audio.decode"))
 
 
 app = modality_app("audio", "audio", stage_factory)

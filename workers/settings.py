@@ -20,6 +20,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
 from rtaudit.engine.frames import SamplingParams
+from rtaudit.engine.isolation import Isolated
 from rtaudit.engine.media import MediaPolicy
 from rtaudit.engine.policy import PolicyBook, TenantPolicy
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
@@ -62,6 +63,9 @@ class TimedMediaSettings(BaseModel):
             since the last sampled frame at or above which a frame is sampled as a scene change.
         max_frames_video: most frames sampled from one video (the interval widens to fit).
         max_frames_animation: most frames sampled from one animated image.
+        isolate_decoding: decode audio and video in a child process per item (a crash or hang
+            in FFmpeg costs the item, not the worker).
+        decode_timeout_s: longest decoding of one item in that child, seconds.
     """
 
     model_config = ConfigDict(extra="forbid")
@@ -73,6 +77,12 @@ class TimedMediaSettings(BaseModel):
     scene_threshold: float = Field(default=0.05, gt=0, le=1)
     max_frames_video: int = Field(default=24, ge=1, le=1000)
     max_frames_animation: int = Field(default=12, ge=1, le=1000)
+    isolate_decoding: bool = True
+    decode_timeout_s: float = Field(default=60.0, gt=0)
+
+    def decoder(self, *preload: str) -> Isolated | None:
+        """The child-process decoder of an audio or video worker (``None`` when not isolating)."""
+        return Isolated(self.decode_timeout_s, preload) if self.isolate_decoding else None
 
     def sampling(self, kind: Literal["video", "animation"]) -> SamplingParams:
         """Frame sampling of a video or an animated image."""

@@ -11,7 +11,8 @@ from rtaudit.workers.settings import Settings
 
 def stage_factory(settings: Settings) -> ModelStage:
     """The video stage this worker serves."""
-    return VideoStage(settings.media.policy(), settings.av.sampling("video"), max_duration_s=settings.av.max_duration_s)
+    return VideoStage(settings.media.policy(), settings.av.sampling("video"), max_duration_s=settings.av.max_duration_s,
+                      decoder=settings.av.decoder("rtaudit.engine.frames"))
 
 
 app = modality_app("video", "video", stage_factory)

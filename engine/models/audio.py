@@ -16,6 +16,7 @@ from rtaudit.engine.audio.asr import WhisperRecognizer
 from rtaudit.engine.audio.decode import DecodedAudio, decode_audio
 from rtaudit.engine.audio.transcript import Transcript
 from rtaudit.engine.audio.vad import VadParams, speech_segments
+from rtaudit.engine.isolation import Isolated
 from rtaudit.engine.media import MediaPolicy, load_bytes
 from rtaudit.engine.models import StageOutput
 from rtaudit.engine.models.text import model_ref, stage_output
@@ -100,20 +101,24 @@ class AudioInput:
 
 class AudioStage:
     """The ``audio`` stage (see the module docstring). ``prepare`` loads and decodes one item
-    (``float32[n]`` mono 16 kHz); ``infer`` recognizes each item, then scores every transcript of
-    the micro-batch in one text-scorer call. An item that fails fails alone."""
+    (``float32[n]`` mono 16 kHz), in a child process with a time limit when ``decoder`` is given
+    (:class:`rtaudit.engine.isolation.Isolated`: FFmpeg parsing hostile bytes costs the item, not
+    the worker); ``infer`` recognizes each item, then scores every transcript of the micro-batch
+    in one text-scorer call. An item that fails fails alone."""
 
     stage = "audio"
 
-    def __init__(self, media_policy: MediaPolicy, speech: SpeechScorer, limits: AudioLimits = AudioLimits()) -> None:
-        self.media_policy, self.speech, self.limits = media_policy, speech, limits
+    def __init__(self, media_policy: MediaPolicy, speech: SpeechScorer, limits: AudioLimits = AudioLimits(),
+                 decoder: Isolated | None = None) -> None:
+        self.media_policy, self.speech, self.limits, self.decoder = media_policy, speech, limits, decoder
         self.model = speech.model
 
     def prepare(self, task: ModalityTask) -> AudioInput:
         """Load and decode the task's audio (a ``<part>#audio`` task: a video's audio track).
 
         Raises:
-            MediaUndecodable: no media item, not decodable, no audio stream, too short.
+            MediaUndecodable: no media item, not decodable, no audio stream, too short; the
+                decoder's child process crashed or overran its time limit.
             MediaTooLarge: over ``policy.max_bytes`` or ``limits.max_duration_s``.
             URINotAllowed, MediaFetchFailed: as :func:`rtaudit.engine.media.load_bytes`.
         """
@@ -121,7 +126,8 @@ class AudioStage:
             raise MediaUndecodable("audio task without a media item")
         data = load_bytes(task.media, self.media_policy)
         try:
-            audio = decode_audio(data, max_duration_s=self.limits.max_duration_s, min_duration_s=self.limits.min_duration_s)
+            limits = dict(max_duration_s=self.limits.max_duration_s, min_duration_s=self.limits.min_duration_s)
+            audio = self.decoder(decode_audio, data, **limits) if self.decoder else decode_audio(data, **limits)
             return AudioInput(audio, video_track=task.part.endswith(AUDIO_TRACK))
         except MediaUndecodable as exc:
             if task.media.mime:

@@ -24,6 +24,7 @@ from importlib import metadata
 from PIL import Image
 
 from rtaudit.engine.frames import Frame, SamplingParams, VideoFrames, video_frames
+from rtaudit.engine.isolation import Isolated
 from rtaudit.engine.media import MediaPolicy, load_bytes
 from rtaudit.engine.models import StageOutput
 from rtaudit.engine.routing import DEFAULT_STAGES
@@ -58,13 +59,16 @@ class VideoStage:
         max_duration_s: longer videos are refused (``media_too_large``), seconds.
         stages_of: modality → the stages that score its tasks (the router's table), for ``expands``.
         frame_max_side_px: sampled frames are scaled to at most this longer side, pixels.
+        decoder: decode in a child process with a time limit (FFmpeg parsing hostile bytes costs
+            the item, not the worker); ``None``: in this process.
     """
 
     stage = "video"
 
     def __init__(self, media_policy: MediaPolicy, sampling: SamplingParams, *, max_duration_s: float = 1800.0,
-                 stages_of: Mapping[str, tuple[str, ...]] = DEFAULT_STAGES, frame_max_side_px: int = 1280) -> None:
-        self.media_policy, self.sampling, self.max_duration_s = media_policy, sampling, max_duration_s
+                 stages_of: Mapping[str, tuple[str, ...]] = DEFAULT_STAGES, frame_max_side_px: int = 1280,
+                 decoder: Isolated | None = None) -> None:
+        self.media_policy, self.sampling, self.max_duration_s, self.decoder = media_policy, sampling, max_duration_s, decoder
         self.stages_of, self.frame_max_side_px = stages_of, frame_max_side_px
         self.model = ModelRef(name="pyav-frame-sampler", version=f"av-{metadata.version('av')}")
 
@@ -72,15 +76,18 @@ class VideoStage:
         """Load, decode and sample the task's video.
 
         Raises:
-            MediaUndecodable: no media item, not decodable, neither a video nor an audio stream.
+            MediaUndecodable: no media item, not decodable, neither a video nor an audio stream; the
+                decoder's child process crashed or overran its time limit.
             MediaTooLarge: over ``policy.max_bytes`` or ``max_duration_s``.
             URINotAllowed, MediaFetchFailed: as :func:`rtaudit.engine.media.load_bytes`.
         """
         if task.media is None:
             raise MediaUndecodable("video task without a media item")
         try:
-            video = video_frames(load_bytes(task.media, self.media_policy), self.sampling,
-                                 max_duration_s=self.max_duration_s, max_side_px=self.frame_max_side_px)
+            data = load_bytes(task.media, self.media_policy)
+            limits = dict(max_duration_s=self.max_duration_s, max_side_px=self.frame_max_side_px)
+            video = (self.decoder(video_frames, data, self.sampling, **limits) if self.decoder
+                     else video_frames(data, self.sampling, **limits))
             if not video.frames and not video.has_audio:
                 raise MediaUndecodable(f"neither a video nor an audio stream ({video.source})")
         except MediaUndecodable as exc:
