@@ -9,6 +9,7 @@ the method of openai/whisper's ``timing.py``: DTW over the alignment heads).
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from dataclasses import dataclass
 from importlib import metadata
@@ -42,6 +43,15 @@ def model_dir() -> Path:
     return path
 
 
+#: sources, licences and sha256 of the speech models (``engine/audio/manifest.json``).
+MANIFEST = Path(__file__).with_name("manifest.json")
+
+
+def manifest_entry(name: str) -> dict[str, str]:
+    """The manifest entry of ``whisper-tiny.en`` or ``silero-vad-v6`` (package, path, sha256, licence, source)."""
+    return json.loads(MANIFEST.read_text())["models"][name]  # type: ignore[no-any-return]
+
+
 def model_sha256(path: Path | None = None) -> str:
     """sha256 of the model's ``model.bin`` (hex), for the manifest and the model version."""
     digest = hashlib.sha256()
@@ -59,16 +69,24 @@ class WhisperRecognizer:
         cpu_threads: CTranslate2 intra-op threads (0: CTranslate2's default, 4).
         compute_type: CTranslate2 compute type (``int8`` on CPU: 4× smaller weights, same words here).
         beam_size: decoding beam (1: greedy, the fastest).
+        verify: check ``model.bin`` against the manifest's sha256 before loading (about 0.3 s).
+
+    Raises:
+        ValueError: ``verify`` and the installed model is not the one in the manifest.
     """
 
     #: model name reported on partials.
     name = "whisper-tiny.en"
 
     def __init__(self, path: Path | None = None, *, cpu_threads: int = 1, compute_type: str = "int8",
-                 beam_size: int = 1) -> None:
+                 beam_size: int = 1, verify: bool = True) -> None:
         from faster_whisper import WhisperModel
 
         self.path = path or model_dir()
+        if verify:
+            want, got = manifest_entry(self.name)["sha256"], model_sha256(self.path)
+            if got != want:
+                raise ValueError(f"{self.path / 'model.bin'} has sha256 {got}, the manifest ({MANIFEST}) says {want}")
         self.beam_size = beam_size
         self._model = WhisperModel(os.fspath(self.path), device="cpu", compute_type=compute_type,
                                    cpu_threads=cpu_threads, num_workers=1)

@@ -217,3 +217,18 @@ def test_a_two_hour_silent_file_is_refused_by_its_header_in_well_under_a_second(
     with pytest.raises(MediaTooLarge, match=r"audio is 7200.0 s .* limit 1800 s"):
         decode_audio(two_hours, max_duration_s=1800.0)
     assert time.perf_counter() - started < 1.0
+
+
+def test_the_installed_speech_models_are_the_manifest_s():
+    import hashlib
+    from importlib.util import find_spec
+    from pathlib import Path
+
+    from rtaudit.engine.audio.asr import manifest_entry
+
+    for name in ("whisper-tiny.en", "silero-vad-v6"):
+        entry = manifest_entry(name)
+        package_dir = Path(find_spec(entry["path"].split("/")[0]).origin).parent
+        data = (package_dir.parent / entry["path"]).read_bytes()
+        assert hashlib.sha256(data).hexdigest() == entry["sha256"], name
+        assert entry["licence"].startswith("MIT") and entry["source"]
