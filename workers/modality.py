@@ -15,7 +15,10 @@ Flow (one process: an intake thread, the event loop, one inference thread):
    in the single inference thread, off the event loop. Items already past their
    deadline come back from the batcher separately and get ``expired`` partials
    from the same ``process_batch`` call, without inference.
-3. Each partial is serialized in the inference thread, right after its batch is scored;
+3. Each partial is serialized in the inference thread, right after its batch is scored; the
+   tasks a splitting stage made of an item (the video stage's frames and audio track) are
+   produced to their lane topics just before that item's partial, in the same acknowledged
+   batch, so an offset is committed only once the split and the partial announcing it are out;
    each partial (and DLQ record) of a batch is handed to the producer without waiting,
    counted by the batch's :class:`rtaudit.workers.stream.BatchDelivery` (a delivery thread
    serves the producer's callbacks); the emit awaits the broker's acknowledgement of the

@@ -154,3 +154,22 @@ def test_shared_videos_are_sampled_over_their_whole_length(data_dir, stage):
         frames = item.video.frames
         assert 1 <= len(frames) <= 24 and item.video.has_audio
         assert frames[-1].start_s >= item.video.duration_s - 2.0, path.name  # the cap spreads over the video
+
+
+def test_fusion_decides_at_the_split_when_its_parts_came_first_and_a_replayed_split_adds_nothing():
+    """Frame partials may beat the video partial to fusion (other workers, other lanes): the split
+    then completes the request at once; the same split replayed (at-least-once) changes nothing."""
+    fusion = Fusion(PolicyBook())
+    manifest = Manifest(request_id="v1", tenant_id="t", created_at_ms=1, deadline_ms=10**13, lane="hi",
+                        expected=["video/video:0"])
+    split = process_batch(VideoStage(MediaPolicy(), SamplingParams()), [task(encode_video(insult_frame, seconds=2))]).partials[0]
+    state, verdict = fusion.apply(None, manifest, 10)
+    for key in split.expands:
+        stage_name, part = key.split("/", 1)
+        state, verdict = fusion.apply(state, split.model_copy(update={"stage": stage_name, "part": part, "expands": []}), 20)
+        assert verdict is None
+    state, verdict = fusion.apply(state, split, 30)
+    assert verdict is not None and verdict.complete
+    assert len(state.expanded) == len(split.expands)
+    _, again = fusion.apply(state, split, 40)
+    assert again is None
