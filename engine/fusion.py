@@ -27,6 +27,8 @@ class FusionState:
     tenant_id: str | None = None
     manifest: Manifest | None = None
     partials: dict[str, PartialScore] = field(default_factory=dict)
+    #: parts a splitting stage added after decoding (a video's frames and audio track), in order
+    expanded: list[str] = field(default_factory=list)
     deadline_ms: int | None = None
     decided_at_ms: int | None = None
 
@@ -87,11 +89,20 @@ class Fusion:
             previous = state.partials.get(record.key)
             if previous is None or (previous.status != "ok" and record.status == "ok"):
                 state.partials[record.key] = record
+            for key in record.expands:
+                if key not in state.expanded:
+                    state.expanded.append(key)
             if state.deadline_ms is None:
                 state.deadline_ms = record.deadline_ms
-        if state.manifest is not None and all(k in state.partials for k in state.manifest.expected):
+        if state.manifest is not None and all(k in state.partials for k in self.expected(state)):
             return self._decide(state, now_ms)
         return state, None
+
+    @staticmethod
+    def expected(state: FusionState) -> list[str]:
+        """The parts ``state``'s verdict waits for: the manifest's, then those splitting stages added."""
+        expected = list(state.manifest.expected) if state.manifest is not None else list(state.partials)
+        return expected + [k for k in state.expanded if k not in set(expected)]
 
     def _tick(self, state: FusionState | None, tick: FusionTick, now_ms: int) -> tuple[FusionState | None, Verdict | None]:
         if state is None:
@@ -121,7 +132,7 @@ class Fusion:
             # e.g. a request sent with a deadline already past: say so before the parts it cost
             reasons.append(f"deadline passed before the request reached fusion "
                            f"({state.first_seen_ms - state.deadline_ms} ms late)")
-        expected = manifest.expected if manifest else list(state.partials)
+        expected = self.expected(state)
         for key in expected:
             p = state.partials.get(key)
             if p is None:

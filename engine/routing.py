@@ -21,7 +21,9 @@ from rtaudit.schemas.messages import AuditRequest, Lane, Manifest, ModalityTask,
 MAX_DEADLINE_AHEAD_MS = 3_600_000
 
 #: modality → stages that answer it, when a worker for it runs in the fleet.
-DEFAULT_STAGES: dict[str, tuple[str, ...]] = {"text": ("text",), "image": ("image", "ocr")}
+DEFAULT_STAGES: dict[str, tuple[str, ...]] = {
+    "text": ("text",), "image": ("image", "ocr"), "audio": ("audio",), "video": ("video",),
+}
 
 
 @dataclass(frozen=True)

@@ -38,12 +38,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class BatchResult:
-    """``partials[i]`` answers ``tasks[i]``; ``failures`` holds ``(i, error)`` for items bound for the DLQ."""
+    """``partials[i]`` answers ``tasks[i]``; ``failures`` holds ``(i, error)`` for items bound for the DLQ;
+    ``subtasks`` holds ``(i, tasks)`` for items a splitting stage split (produced before ``partials[i]``)."""
 
     partials: list[PartialScore]
     failures: list[tuple[int, AuditError]] = field(default_factory=list)
     inference_s: float = 0.0
     inferred: int = 0
+    subtasks: list[tuple[int, list[ModalityTask]]] = field(default_factory=list)
 
 
 def _partial(
@@ -52,7 +54,10 @@ def _partial(
 ) -> PartialScore:
     evidence = []
     if output is not None:
-        evidence = [Evidence(**{**e.model_dump(), "part": task.part}) for e in output.evidence]
+        # a frame split off a video: its evidence says where in the video it was shown
+        place = {"frame": task.frame, "time_s": task.time_s} if task.time_s is not None else {}
+        evidence = [Evidence(**{**e.model_dump(), **({} if e.time_s is not None else place), "part": task.part})
+                    for e in output.evidence]
     return PartialScore(
         request_id=task.request_id, tenant_id=task.tenant_id, part=task.part, stage=stage.stage,  # type: ignore[arg-type]
         model=stage.model, status=status,  # type: ignore[arg-type]
@@ -60,6 +65,7 @@ def _partial(
         evidence=evidence,
         error_code=str(error.code) if error else None, error=error.message if error else None,
         timings=timings, deadline_ms=task.deadline_ms, produced_at_ms=produced_at_ms,
+        expands=list(output.expands) if output is not None else [],
     )
 
 
@@ -150,4 +156,5 @@ def process_batch(
         else:
             partials.append(_partial(stage, task, "ok", timings, produced_at, output=outputs[i]))
     failures = sorted(((i, e) for i, e in failed.items() if e.to_dlq), key=lambda p: p[0])
-    return BatchResult(partials, failures, inference_s, len(outputs))
+    subtasks = [(i, list(outputs[i].subtasks)) for i in sorted(outputs) if outputs[i].subtasks]
+    return BatchResult(partials, failures, inference_s, len(outputs), subtasks)

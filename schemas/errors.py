@@ -50,6 +50,8 @@ class ErrorCode(StrEnum):
     ROUTING_FAILED = "routing_failed"
     THROTTLED = "throttled"
     CONTROL_REJECTED = "control_rejected"
+    NO_SPEECH = "no_speech"
+    RECOGNITION_FAILED = "recognition_failed"
 
 
 class AuditError(Exception):
@@ -124,6 +126,22 @@ class Throttled(AuditError):
     an immediate verdict (the tenant's ``on_throttled``) saying so. Not bad input: no DLQ record."""
 
     code = ErrorCode.THROTTLED
+    to_dlq = False
+
+
+class NoSpeech(AuditError):
+    """Audio (or a video's audio track) in which voice activity detection found no speech: the
+    item is reported as such, never scored as clean. Not bad input: no DLQ record."""
+
+    code = ErrorCode.NO_SPEECH
+    to_dlq = False
+
+
+class RecognitionFailed(AuditError):
+    """Speech was detected but the recognizer returned no words (noise, music, another language):
+    reported, never scored as clean. Not bad input: no DLQ record."""
+
+    code = ErrorCode.RECOGNITION_FAILED
     to_dlq = False
 
 

@@ -110,7 +110,11 @@ class ModalityTask(_Strict):
     """One unit of work on a modality lane (``audit.<modality>.<lane>``, key: ``request_id``).
 
     ``part`` names the partial this task answers, ``"<modality>:<item index>"``
-    (``text:0`` for the request's text, ``image:2`` for its third media item).
+    (``text:0`` for the request's text, ``image:2`` for its third media item). A task a stage
+    split off an item (a video's sampled frame, its audio track) is named after it,
+    ``"<part>#frame:<index>"`` or ``"<part>#audio"``, and a frame carries its place in the
+    original: ``frame`` (index in the decoded stream) and ``time_s`` (``[start_s, end_s)``,
+    seconds), which the stage that scores it copies onto its evidence.
     """
 
     request_id: RequestId
@@ -123,6 +127,8 @@ class ModalityTask(_Strict):
     routed_at_ms: EpochMs
     text: str | None = None
     media: MediaItem | None = None
+    frame: int | None = Field(default=None, ge=0)
+    time_s: tuple[float, float] | None = None
 
 
 class SkippedPart(_Strict):
@@ -167,8 +173,10 @@ class Evidence(_Strict):
     """Why a score is what it is: a text span, an image box, or recognized text.
 
     ``span`` is ``[start, end)`` into the text the model saw (the request text
-    for ``text/`` parts, the OCR transcript for ``ocr/`` parts); ``box`` is
-    ``[x, y, width, height]`` in pixels.
+    for ``text/`` parts, the OCR transcript for ``ocr/`` parts, the speech transcript for
+    ``audio/`` parts); ``box`` is ``[x, y, width, height]`` in pixels. In time-based media,
+    ``time_s`` is ``[start_s, end_s)`` in seconds of the original item (a flagged word, a
+    sampled frame's display interval) and ``frame`` the index of the frame in its decoded stream.
     """
 
     part: str
@@ -178,6 +186,8 @@ class Evidence(_Strict):
     text: str | None = None
     span: tuple[int, int] | None = None
     box: tuple[int, int, int, int] | None = None
+    time_s: tuple[float, float] | None = Field(default=None, description="[start_s, end_s) in the original media, seconds")
+    frame: int | None = Field(default=None, ge=0, description="index of the frame in the decoded stream")
 
 
 class Timings(_Strict):
@@ -191,7 +201,12 @@ class Timings(_Strict):
 class PartialScore(_Strict):
     """A modality worker's answer for one part (``audit.scores``, key: ``request_id``).
 
-    ``scores`` maps category → probability in ``[0, 1]``.
+    ``scores`` maps category → probability in ``[0, 1]``. A stage that split its item into
+    parts known only after decoding (a video's frames and audio track) lists the keys of those
+    parts in ``expands`` (``"<stage>/<part>"``, as a :class:`Manifest` expects them): fusion
+    then waits for them too, under the request's unchanged deadline. The tasks of those parts are
+    produced before this partial, and the partial carries the list, so fusion never decides
+    between the split and the news of it.
     """
 
     kind: Literal["partial"] = "partial"
@@ -208,6 +223,7 @@ class PartialScore(_Strict):
     timings: Timings
     deadline_ms: EpochMs
     produced_at_ms: EpochMs
+    expands: list[str] = Field(default_factory=list, max_length=2048)
 
     @property
     def key(self) -> str:

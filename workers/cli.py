@@ -332,7 +332,7 @@ def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
 
 @app.command()
 def submit(
-    paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images (.png, .jpg, ...)")] = None,
+    paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images, audio or video (judged by content: .png, .gif, .mp3, .wav, .mp4, ...)")] = None,
     uri: Annotated[Optional[list[str]], typer.Option("--uri", help="an image by reference, file:// or http(s):// (repeatable): the fleet "
                                                      "fetches it if [media] allowed_file_roots / allowed_http_hosts allow it")] = None,
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",

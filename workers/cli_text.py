@@ -129,6 +129,26 @@ def _f(x: float) -> str:
     return f"{x:.3f}"
 
 
+def eval_speech(data: Path, out: Console) -> None:
+    """The word error rate table of ``rtaudit eval --speech`` (exit 2 without the clips)."""
+    from rtaudit.engine.audio.asr import WhisperRecognizer
+    from rtaudit.engine.audio.evaluation import evaluate, overall_wer
+
+    manifest = data / "audio" / "manifest.csv"
+    if not manifest.is_file():
+        Console(stderr=True).print(f"evaluation data not found: {manifest}; put the shared data at {DEFAULT_DATA}, "
+                                   f"or pass --data DIR", markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(2)
+    recognizer = WhisperRecognizer(cpu_threads=1)
+    results = evaluate(manifest, recognizer)
+    t = Table("clip", "s", "words", "errors", "WER", "decode+VAD+ASR s", title=f"Speech: {recognizer.name} ({recognizer.version})")
+    for r in results:
+        t.add_row(r.path, f"{r.duration_s:.1f}", str(r.words), str(r.errors), _f(r.wer), f"{r.wall_s:.2f}")
+    t.add_row("overall", f"{sum(r.duration_s for r in results):.1f}", str(sum(r.words for r in results)),
+              str(sum(r.errors for r in results)), _f(overall_wer(results)), f"{sum(r.wall_s for r in results):.2f}")
+    out.print(t)
+
+
 def eval_text(
     data: DataOpt = DEFAULT_DATA,
     quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
@@ -142,6 +162,8 @@ def eval_text(
                             "comparison); default: the shipped engine/text/artifacts")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what docs/quality.md "
                                            "pastes)")] = False,
+    speech: Annotated[bool, typer.Option("--speech", help="only speech recognition: word error rate per clip of "
+                                         "<data>/audio/manifest.csv through decode, VAD and Whisper")] = False,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -159,6 +181,9 @@ def eval_text(
     settings_or_exit(None)  # the encoder reads text_encoder_precision: a bad setting is one line, not a traceback
     out = MarkdownConsole() if markdown else console
 
+    if speech:
+        eval_speech(data, out)
+        return
     if functional:
         scorer = TextScorer(artifacts_dir=artifacts)
         out.print(f"rtaudit-text {scorer.version}")

@@ -139,15 +139,17 @@ class AuditClient:
 
 def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None = None, **fields: object) -> list[AuditRequest]:
     """Requests for a file: ``.jsonl`` → one per line (validated), image (by suffix) → one
-    inline image request, anything else → its text, which must be UTF-8. ``media``: the fleet's
-    media settings, named in the hint of an image too large to send inline.
+    inline image request, UTF-8 text → its text, anything else judged by its content
+    (:func:`rtaudit.engine.media_kind.sniff`): an image, audio or video → one inline media request
+    whose ``mime`` is the content's, whatever the file's name says. ``media``: the fleet's media
+    settings, named in the hint of a file too large to send inline.
 
     Raises:
         AuditError: a bad ``.jsonl`` line (``path:line: reason``).
-        MediaTooLarge: an image over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes; the message
+        MediaTooLarge: a media file over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes; the message
             says how to send it by URI (``rtaudit submit --uri``) and what the fleet allows.
         InputFileError: an empty file of any kind (0 bytes, or only whitespace for text and
-            ``.jsonl``), or a file that is neither an image nor UTF-8 text.
+            ``.jsonl``), or a file that is neither media nor UTF-8 text.
         OSError: the file cannot be read.
     """
     suffix = path.suffix.lower()
@@ -166,26 +168,35 @@ def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None =
     rid = f"{path.stem[:40]}-{uuid.uuid4().hex[:12]}"
     common = dict(request_id=rid, tenant_id=tenant_id, created_at_ms=now_ms(), **fields)
     if suffix in IMAGE_SUFFIXES:
-        if len(data) > MAX_INLINE_MEDIA_BYTES:
-            raise MediaTooLarge(
-                f"{path} is {len(data)} bytes ({len(data) / 2**20:.1f} MiB), over the {MAX_INLINE_MEDIA_BYTES} bytes "
-                f"({MAX_INLINE_MEDIA_BYTES // 2**20} MiB) limit of inline media: {by_reference_hint(path, len(data), media)}"
-            )
-        item = MediaItem(
-            type="image", data_b64=base64.b64encode(data).decode("ascii"),
-            mime=mimetypes.guess_type(path.name)[0], name=path.name,
-        )
-        return [AuditRequest(media=[item], **common)]  # type: ignore[arg-type]
+        return [AuditRequest(media=[_inline(path, data, "image", mimetypes.guess_type(path.name)[0], media)], **common)]  # type: ignore[arg-type]
     try:
-        text = data.decode("utf-8")
+        text: str | None = data.decode("utf-8")
+        bad = "holds NUL bytes" if "\x00" in text else None  # type: ignore[operator]
     except UnicodeDecodeError as exc:
+        text, bad = None, f"is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start})"
+    if text is not None and bad is None:
+        return [AuditRequest(text=text, **common)]  # type: ignore[arg-type]
+    from rtaudit.engine.media_kind import sniff
+
+    found = sniff(data)
+    if found is None:
         raise InputFileError(
-            f"{path} is not UTF-8 text (byte 0x{data[exc.start]:02x} at offset {exc.start}) and not an image "
-            f"({', '.join(sorted(IMAGE_SUFFIXES))}): submit text as UTF-8, images with their suffix"
-        ) from None
-    if "\x00" in text:
-        raise InputFileError(f"{path} holds NUL bytes: binary data, not text; submit text as UTF-8, images with their suffix")
-    return [AuditRequest(text=text, **common)]  # type: ignore[arg-type]
+            f"{path} {bad} and not an image, audio or video file FFmpeg or Pillow can read: submit text as UTF-8, "
+            f"images, audio or video as they are"
+        )
+    kind, mime = found
+    return [AuditRequest(media=[_inline(path, data, kind, mime, media)], **common)]  # type: ignore[arg-type]
+
+
+def _inline(path: Path, data: bytes, kind: str, mime: str | None, media: MediaPolicy | None = None) -> MediaItem:
+    """``data`` as an inline media item of ``kind``. Raises :class:`MediaTooLarge` over the inline limit,
+    with :func:`by_reference_hint` for ``media``."""
+    if len(data) > MAX_INLINE_MEDIA_BYTES:
+        raise MediaTooLarge(
+            f"{path} is {len(data)} bytes ({len(data) / 2**20:.1f} MiB), over the {MAX_INLINE_MEDIA_BYTES} bytes "
+            f"({MAX_INLINE_MEDIA_BYTES // 2**20} MiB) limit of inline media: {by_reference_hint(path, len(data), media)}"
+        )
+    return MediaItem(type=kind, data_b64=base64.b64encode(data).decode("ascii"), mime=mime, name=path.name)  # type: ignore[arg-type]
 
 
 def by_reference_hint(path: Path, size: int, media: MediaPolicy | None) -> str:

@@ -4,7 +4,10 @@
 * photos from scikit-image's bundled ``skimage/data`` (CC0 / public domain) — benign negatives;
 * images with text rendered by Pillow's bundled font, for OCR (benign and offensive);
 * a text + image request, and malformed input: not JSON, a schema violation, an
-  undecodable image, a disallowed URI.
+  undecodable image, a disallowed URI;
+* a spoken clip (eSpeak NG speech shipped in ``workers/demo_media``, an insult at about 6.6 s) and
+  a short video rendered with PyAV (an insult on screen from 2 to 3 s), both answered with
+  timestamps in their evidence (:mod:`rtaudit.workers.demo_av`).
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from PIL import Image, ImageDraw, ImageFont
 from rich.table import Table
 
 from rtaudit.engine.clock import now_ms
-from rtaudit.schemas.messages import AuditRequest, MediaItem, Verdict
+from rtaudit.schemas.messages import AuditRequest, Evidence, MediaItem, Verdict
 
 PHOTOS = ("astronaut.png", "chelsea.png", "coffee.png", "rocket.jpg", "camera.png", "coins.png",
           "motorcycle_left.png", "horse.png")
@@ -98,6 +101,15 @@ def build_corpus(run_id: str | None = None) -> list[DemoItem]:
         rid = f"demo-{run_id}-ocr-{n:02d}"
         item = MediaItem(type="image", data_b64=_b64(render_text_image(text)), name=f"rendered-{n}.png")
         add("ocr", label, req(rid, media=[item]), rid)
+    from rtaudit.workers.demo_av import encode_audio, encode_video, speech_with_insult, text_frame
+
+    rid = f"demo-{run_id}-speech"
+    speech, _ = speech_with_insult(lead_s=0.5, gap_s=1.0)
+    item = MediaItem(type="audio", data_b64=_b64(encode_audio(speech, fmt="mp3", codec="libmp3lame")), name="call.mp3")
+    add("audio", "offensive", req(rid, media=[item]), rid)
+    rid = f"demo-{run_id}-video"
+    video = encode_video(lambda t: text_frame("you stupid idiot" if 2.0 <= t < 3.0 else "Welcome back!"), seconds=5)
+    add("video", "offensive", req(rid, media=[MediaItem(type="video", data_b64=_b64(video), name="clip.mp4")]), rid)
     rid = f"demo-{run_id}-mixed"
     add("text+image", "offensive", req(rid, text="look at this loser lol", media=[
         MediaItem(type="image", data_b64=_b64(render_text_image("what a dumb bitch")), name="meme.png")]), rid)
@@ -127,12 +139,19 @@ def evidence_summary(v: Verdict, width: int = 60) -> str:
     """A short human summary of a verdict's evidence (flagged words and boxes, else OCR text, else reasons)."""
     flagged = [e for e in v.evidence if e.category in v.flagged]
     if flagged:
-        parts = [f"{e.category}:{e.text or e.label}({e.score:.2f})" for e in flagged[:3]]
+        parts = [f"{e.category}:{e.text or e.label}({e.score:.2f}){_when(e)}" for e in flagged[:3]]
     else:
         ocr = [e.text for e in v.evidence if e.category == "ocr" and e.text]
         parts = [f'ocr:"{" / ".join(ocr)}"'] if ocr else [r for r in v.reasons[:1]]
     text = "; ".join(parts)
     return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def _when(e: Evidence) -> str:
+    """``@5.30-6.70s`` for evidence with a time in its media (``#12`` appended for a frame), else ``""``."""
+    if e.time_s is None:
+        return ""
+    return f"@{e.time_s[0]:.2f}-{e.time_s[1]:.2f}s" + (f"#{e.frame}" if e.frame is not None else "")
 
 
 def verdict_line(v: Verdict, arrived_ms: int | None = None) -> str:

@@ -51,7 +51,7 @@ from rtaudit.workers.settings import BOOTSTRAP_ENV, Settings
 from rtaudit.workers.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
-ROLES = ("router", "text", "image", "ocr", "fusion")
+ROLES = ("router", "text", "image", "ocr", "audio", "video", "fusion")
 #: seconds between two supervision checks.
 SUPERVISE_INTERVAL_S = 0.25
 

@@ -9,7 +9,7 @@ from rtaudit.workers.settings import Settings
 def stage_factory(settings: Settings) -> ModelStage:
     """The image stage this worker serves (also what ``rtaudit bench`` measures)."""
     return NudityStage(settings.media.policy(), prefer_gpu=settings.gpu_for("image"), intra_op_threads=settings.model_threads(),
-                       cuda=settings.gpu.cuda_options())
+                       cuda=settings.gpu.cuda_options(), sampling=settings.av.sampling("animation"))
 
 
 app = modality_app("image", "image", stage_factory)

@@ -19,7 +19,10 @@ Flow (one process: an intake thread, the event loop, one inference thread):
    in the single inference thread, off the event loop. Items already past their
    deadline come back from the batcher separately and get ``expired`` partials
    from the same ``process_batch`` call, without inference.
-3. Each partial is serialized in the inference thread, right after its batch is scored;
+3. Each partial is serialized in the inference thread, right after its batch is scored; the
+   tasks a splitting stage made of an item (the video stage's frames and audio track) are
+   produced to their lane topics just before that item's partial, in the same acknowledged
+   batch, so an offset is committed only once the split and the partial announcing it are out;
    each partial (and DLQ record) of a batch is handed to the producer without waiting,
    counted by the batch's :class:`rtaudit.workers.stream.BatchDelivery` (a delivery thread
    serves the producer's callbacks); the emit awaits the broker's acknowledgement of the
@@ -236,9 +239,12 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         intake: LaneIntake = state["intake"]
         lane_of: dict[int, str] | None = None  # built at the first expired partial: only those are counted by lane
         failures = dict(result.failures)
+        subtasks = dict(result.subtasks)
         delivery = BatchDelivery(asyncio.get_running_loop())
         statuses: Counter[str] = Counter()
         for i, (work, partial, value) in enumerate(zip(works, result.partials, values)):
+            for sub in subtasks.get(i, ()):  # a split item's tasks, on their lanes, before its partial
+                intake.produce(lane_topic(sub.modality, sub.lane), sub.request_id.encode(), encode(sub), delivery)
             intake.produce(SCORES, partial.request_id.encode(), value, delivery)
             statuses[partial.status] += 1
             if partial.status == "expired":

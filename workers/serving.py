@@ -31,6 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any
 
 from PIL import Image, ImageDraw
@@ -86,15 +87,17 @@ def merge(parts: list[tuple[list[int], BatchResult]], n: int) -> BatchResult:
     """One :class:`BatchResult` for ``n`` tasks from sub-batch results; ``parts`` holds each
     sub-batch's task indices (into the whole batch) and its result."""
     partials: list[Any] = [None] * n
-    failures = []
+    failures, subtasks = [], []
     inference_s, inferred = 0.0, 0
     for indices, result in parts:
         for j, partial in zip(indices, result.partials):
             partials[j] = partial
         failures += [(indices[i], e) for i, e in result.failures]
+        subtasks += [(indices[i], t) for i, t in result.subtasks]
         inference_s += result.inference_s
         inferred += result.inferred
-    return BatchResult(partials, sorted(failures, key=lambda f: f[0]), inference_s, inferred)
+    return BatchResult(partials, sorted(failures, key=lambda f: f[0]), inference_s, inferred,
+                       sorted(subtasks, key=lambda s: s[0]))
 
 
 class ServingSet:
@@ -398,12 +401,20 @@ class LazyStage:
         return took
 
 
+#: the project's own speech clip (``workers/demo_media/README.md``): the audio warm-up item.
+WARMUP_SPEECH = Path(__file__).parent / "demo_media" / "speech_benign.ogg"
+
+
 def warmup_task(modality: str) -> ModalityTask:
-    """One small task of ``modality``: a short text, or a 240×48 px PNG with two rendered
-    words (OCR's detector and recogniser both run on it)."""
+    """One small task of ``modality``: a short text, a 4 s spoken sentence (audio: VAD, Whisper
+    and the text model all run on it), or a 240×48 px PNG with two rendered words (OCR's
+    detector and recogniser both run on it)."""
     t = wall_now_ms()
     content: dict[str, Any] = {"text": "warm up the model"}
-    if modality != "text":
+    if modality == "audio":
+        content = {"media": MediaItem(type="audio", data_b64=base64.b64encode(WARMUP_SPEECH.read_bytes()).decode(),
+                                      name=WARMUP_SPEECH.name)}
+    elif modality != "text":
         img = Image.new("RGB", (240, 48), "white")
         ImageDraw.Draw(img).text((10, 16), "warm up", fill="black")
         buf = io.BytesIO()

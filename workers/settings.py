@@ -21,6 +21,8 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
+from rtaudit.engine.frames import SamplingParams
+from rtaudit.engine.isolation import Isolated
 from rtaudit.engine.media import MediaPolicy
 from rtaudit.engine.models.onnx import CudaOptions
 from rtaudit.engine.policy import (
@@ -61,8 +63,48 @@ class MediaSettings(BaseModel):
         )
 
 
+class TimedMediaSettings(BaseModel):
+    """Audio, video and animated images (``engine/audio``, ``engine/frames.py``).
+
+    Attributes:
+        min_duration_s: shorter audio is refused as undecodable, seconds.
+        max_duration_s: longer audio or video is refused (``media_too_large``), seconds.
+        asr_threads: CTranslate2 threads of the recognizer; 0 = :meth:`Settings.model_threads`.
+        asr_beam_size: Whisper's decoding beam (1: greedy).
+        frame_interval_s: a frame is sampled at least this often, seconds.
+        scene_threshold: share (0-1) of a 32×32 grey thumbnail's pixels changed by more than 10 %
+            since the last sampled frame at or above which a frame is sampled as a scene change.
+        max_frames_video: most frames sampled from one video (the interval widens to fit).
+        max_frames_animation: most frames sampled from one animated image.
+        isolate_decoding: decode audio and video in a child process per item (a crash or hang
+            in FFmpeg costs the item, not the worker).
+        decode_timeout_s: longest decoding of one item in that child, seconds.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+    min_duration_s: float = Field(default=0.1, ge=0.0)
+    max_duration_s: float = Field(default=1800.0, gt=0)
+    asr_threads: int = Field(default=0, ge=0, le=64)
+    asr_beam_size: int = Field(default=1, ge=1, le=10)
+    frame_interval_s: float = Field(default=1.0, gt=0)
+    scene_threshold: float = Field(default=0.05, gt=0, le=1)
+    max_frames_video: int = Field(default=24, ge=1, le=1000)
+    max_frames_animation: int = Field(default=12, ge=1, le=1000)
+    isolate_decoding: bool = True
+    decode_timeout_s: float = Field(default=60.0, gt=0)
+
+    def decoder(self, *preload: str) -> Isolated | None:
+        """The child-process decoder of an audio or video worker (``None`` when not isolating)."""
+        return Isolated(self.decode_timeout_s, preload) if self.isolate_decoding else None
+
+    def sampling(self, kind: Literal["video", "animation"]) -> SamplingParams:
+        """Frame sampling of a video or an animated image."""
+        cap = self.max_frames_video if kind == "video" else self.max_frames_animation
+        return SamplingParams(interval_s=self.frame_interval_s, scene_threshold=self.scene_threshold, max_frames=cap)
+
+
 #: Stages with a model batcher; per-stage maps (``max_size``, ``min_size``) are keyed by these.
-BATCH_STAGES = ("text", "image", "ocr")
+BATCH_STAGES = ("text", "image", "ocr", "audio", "video")
 
 
 class BatchProfile(BaseModel):
@@ -106,19 +148,19 @@ PROFILES: dict[str, BatchProfile] = {
     # smallest batches and windows; the low lane is paused as soon as the high lane lags
     "latency": BatchProfile(
         window_ms=2.0, max_window_ms=8.0,
-        max_size={"text": 16, "image": 4, "ocr": 1}, min_size={"text": 4, "image": 1, "ocr": 1},
+        max_size={"text": 16, "image": 4, "ocr": 1, "audio": 2, "video": 1}, min_size={"text": 4, "image": 1, "ocr": 1, "audio": 1, "video": 1},
         lo_share=0.1, lag_low_batches=0, lag_high_batches=1, pause_hi_lag_batches=0, resume_hi_lag_batches=0,
     ),
     "balanced": BatchProfile(
         window_ms=15.0, max_window_ms=40.0,
-        max_size={"text": 64, "image": 8, "ocr": 2}, min_size={"text": 16, "image": 2, "ocr": 1},
+        max_size={"text": 64, "image": 8, "ocr": 2, "audio": 2, "video": 1}, min_size={"text": 16, "image": 2, "ocr": 1, "audio": 1, "video": 1},
         lo_share=0.2, lag_low_batches=0, lag_high_batches=4, pause_hi_lag_batches=0.25, resume_hi_lag_batches=0.0625,
         busy_low=0.8,
     ),
     # full batches from the start, long windows; the low lane keeps a larger share
     "throughput": BatchProfile(
         window_ms=40.0, max_window_ms=100.0,
-        max_size={"text": 256, "image": 16, "ocr": 4}, min_size={"text": 256, "image": 16, "ocr": 4},
+        max_size={"text": 256, "image": 16, "ocr": 4, "audio": 2, "video": 1}, min_size={"text": 256, "image": 16, "ocr": 4, "audio": 1, "video": 1},
         lo_share=0.3, lag_low_batches=0, lag_high_batches=8, pause_hi_lag_batches=2, resume_hi_lag_batches=0.5,
         busy_low=0.6,
     ),
@@ -310,6 +352,7 @@ class Settings(BaseSettings):
     text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
+    av: TimedMediaSettings = Field(default_factory=TimedMediaSettings)
     #: how long fusion waits past a request's deadline for partials already in flight, ms.
     fusion_grace_ms: int = Field(default=250, ge=0)
     #: how long fusion remembers a decided request id to drop its duplicates, ms.

@@ -22,10 +22,17 @@ from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
 
 @dataclass(frozen=True)
 class StageOutput:
-    """One input's result: category → score in ``[0, 1]``, and evidence (``part`` filled in later)."""
+    """One input's result: category → score in ``[0, 1]``, and evidence (``part`` filled in later).
+
+    ``subtasks``: tasks a splitting stage (video) made of its item, to be scored by other stages
+    (a frame by ``image`` and ``ocr``, the audio track by ``audio``); ``expands`` the part keys
+    (``"<stage>/<part>"``) fusion must now wait for because of them.
+    """
 
     scores: dict[str, float]
     evidence: list[Evidence] = field(default_factory=list)
+    subtasks: list[ModalityTask] = field(default_factory=list)
+    expands: list[str] = field(default_factory=list)
 
 
 class ModelStage(Protocol):

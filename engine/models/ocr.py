@@ -13,8 +13,10 @@ from importlib import metadata
 
 import numpy as np
 
+from rtaudit.engine.frames import SamplingParams
+from rtaudit.engine.media import FittedImage, MediaPolicy, fit_image
 from rtaudit.engine.models import StageOutput
-from rtaudit.engine.media import FittedImage, MediaPolicy, fit_image, load_image_bgr
+from rtaudit.engine.models.frameset import FrameSet, flatten, fold, load_image_or_frames
 from rtaudit.engine.models.text import model_ref, stage_output
 from rtaudit.engine.text.scoring import TextScorer
 from rtaudit.schemas.messages import Evidence, ModalityTask, ModelRef
@@ -28,6 +30,8 @@ class OCRStage:
     whose offsets point into the transcript (lines joined with ``"\\n"``).
     ``intra_op_threads``: onnxruntime intra-op threads of RapidOCR's detection, angle and
     recognition sessions (0: onnxruntime's default). ``use_cuda``: the CUDA provider for all three.
+    ``sampling``: how frames of an animated image are sampled (each sampled frame is read; evidence
+    names its ``frame`` and ``time_s``).
     """
 
     stage = "ocr"
@@ -36,14 +40,14 @@ class OCRStage:
     text_score = 0.3
 
     def __init__(self, media_policy: MediaPolicy, scorer: TextScorer, *, intra_op_threads: int = 0,
-                 use_cuda: bool = False) -> None:
+                 use_cuda: bool = False, sampling: SamplingParams = SamplingParams()) -> None:
         from rapidocr_onnxruntime import RapidOCR
 
         # RapidOCR reads -1 as "onnxruntime's default" (one thread per core); its ``*_use_cuda`` ask for
         # the CUDA provider (RapidOCR checks the build has it and falls back to CPU with its own warning)
         self._ocr = RapidOCR(intra_op_num_threads=intra_op_threads or -1, det_use_cuda=use_cuda,
                              cls_use_cuda=use_cuda, rec_use_cuda=use_cuda)
-        self.media_policy = media_policy
+        self.media_policy, self.sampling = media_policy, sampling
         self.scorer = scorer
         text_model = model_ref(scorer)
         self.model = ModelRef(
@@ -66,14 +70,18 @@ class OCRStage:
     #: the detector (a 1×100,000 strip, padded to 512×2048, cost the detector 3.5-6 s).
     min_text_side_px = 6
 
-    def prepare(self, task: ModalityTask) -> FittedImage:
+    def prepare(self, task: ModalityTask) -> FittedImage | FrameSet:
         """Load and decode the task's image, scaled to :attr:`max_side_px` and padded to
-        :attr:`max_aspect` (any shape from 1×1 up is read; tiny images are upscaled by RapidOCR).
+        :attr:`max_aspect` (any shape from 1×1 up is read; tiny images are upscaled by RapidOCR);
+        an animated image's sampled frames, each fitted so.
 
         Raises:
-            AuditError: as :func:`rtaudit.engine.media.load_image_bgr`.
+            AuditError: as :func:`rtaudit.engine.models.frameset.load_image_or_frames`.
         """
-        bgr = load_image_bgr(task.media, self.media_policy)
+        return load_image_or_frames(task.media, self.media_policy, self.sampling, self.fit)
+
+    def fit(self, bgr: np.ndarray) -> FittedImage:
+        """``uint8[h, w, 3]`` BGR scaled to :attr:`max_side_px` and padded to :attr:`max_aspect`."""
         return fit_image(bgr, max_side_px=self.max_side_px, max_aspect=self.max_aspect)
 
     def recognize(self, bgr: np.ndarray) -> list[tuple[str, float, tuple[int, int, int, int]]]:
@@ -97,7 +105,13 @@ class OCRStage:
         except Exception as exc:
             return exc
 
-    def infer(self, inputs: list[FittedImage]) -> list[StageOutput | BaseException]:
+    def infer(self, inputs: list[FittedImage | FrameSet]) -> list[StageOutput | BaseException]:
+        """One output per item (every sampled frame of an animation read, transcripts scored in one
+        text-model call), or the exception its recognition raised (it fails alone)."""
+        flat, _ = flatten(inputs)
+        return fold(inputs, self.read(flat))
+
+    def read(self, inputs: list[FittedImage]) -> list[StageOutput | BaseException]:
         """One output per image, or the exception that image's recognition raised (it fails alone)."""
         all_lines = [self._lines(f) for f in inputs]
         read = [lines for lines in all_lines if not isinstance(lines, BaseException)]

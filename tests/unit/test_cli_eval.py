@@ -48,3 +48,9 @@ def test_eval_functional_markdown_prints_the_suite_as_one_markdown_table():
     assert result.exit_code == 0, result.output
     rows = [line for line in result.output.splitlines() if line.startswith("| ") and not line.startswith("| functionality")]
     assert len(rows) == len(FUNCTIONALITIES) and "[green]" not in result.output and "┃" not in result.output
+
+
+def test_eval_speech_without_clips_says_where_they_go(tmp_path):
+    result = CliRunner().invoke(app, ["eval", "--speech", "--data", str(tmp_path)])
+    assert result.exit_code == 2
+    assert "evaluation data not found" in result.output and "audio/manifest.csv" in result.output

@@ -26,20 +26,28 @@ def mixed_request(**fields):
     return audit_request(text="some words", media=media, **fields)
 
 
-def test_plan_fans_out_text_and_images_and_skips_audio():
+def test_plan_fans_out_text_images_and_audio():
     plan = router().plan(mixed_request(), NOW_MS)
-    assert [(t.modality, t.part) for t in plan.tasks] == [("text", "text:0"), ("image", "image:0"), ("image", "image:1")]
-    assert plan.manifest.expected == [
-        "text/text:0", "image/image:0", "ocr/image:0", "image/image:1", "ocr/image:1",
+    assert [(t.modality, t.part) for t in plan.tasks] == [
+        ("text", "text:0"), ("image", "image:0"), ("image", "image:1"), ("audio", "audio:2"),
     ]
-    assert [(s.part, s.reason) for s in plan.manifest.skipped] == [("audio:2", "no audio worker in this fleet")]
+    assert plan.manifest.expected == [
+        "text/text:0", "image/image:0", "ocr/image:0", "image/image:1", "ocr/image:1", "audio/audio:2",
+    ]
+    assert plan.manifest.skipped == []
     assert plan.manifest.rejection is None
+
+
+def test_plan_skips_a_modality_the_fleet_does_not_serve():
+    plan = router(stages={"text": ("text",), "image": ("image", "ocr")}).plan(mixed_request(), NOW_MS)
+    assert [(s.part, s.reason) for s in plan.manifest.skipped] == [("audio:2", "no audio worker in this fleet")]
 
 
 def test_plan_tasks_carry_their_content_and_timing():
     req = mixed_request()
     plan = router().plan(req, NOW_MS)
-    text_task, first_image, second_image = plan.tasks
+    text_task, first_image, second_image, audio = plan.tasks
+    assert audio.media == req.media[2]
     assert text_task.text == "some words" and text_task.media is None
     assert first_image.media == req.media[0] and first_image.text is None
     assert second_image.media == req.media[1]
@@ -57,7 +65,7 @@ def test_plan_without_a_text_worker_skips_the_text():
 
 
 def test_plan_of_only_unsupported_media_expects_nothing():
-    plan = router().plan(audit_request(text=None, media=[inline_media(b"v", type_="video")]), NOW_MS)
+    plan = router(stages={"text": ("text",), "image": ("image", "ocr")}).plan(audit_request(text=None, media=[inline_media(b"v", type_="video")]), NOW_MS)
     assert plan.tasks == []
     assert plan.manifest.expected == []
     assert [s.part for s in plan.manifest.skipped] == ["video:0"]
