@@ -152,3 +152,33 @@ def test_bad_arguments_are_refused(copy, astronaut):
             heat.peak_box(0.0)
     finally:
         explainer.close()
+
+
+def test_iou_and_pointing():
+    from rtaudit.engine.explain.evaluation import inside, iou
+
+    assert iou((0, 0, 10, 10), (0, 0, 10, 10)) == 1.0
+    assert iou((0, 0, 10, 10), (5, 0, 10, 10)) == pytest.approx(50 / 150)
+    assert iou((0, 0, 10, 10), (20, 20, 5, 5)) == 0.0
+    assert iou((0, 0, 0, 0), (0, 0, 0, 0)) == 0.0
+    assert inside((10, 10), (0, 0, 10, 10)) and not inside((11, 5), (0, 0, 10, 10))
+
+
+def test_localization_and_deletion_insertion_on_real_photos(copy, astronaut):
+    from rtaudit.engine.explain.evaluation import LabelledImage, deletion_insertion, localization
+
+    explainer = CamExplainer(copy, "gradcam++")
+    try:
+        heat = explainer.explain(astronaut)
+        own = heat.peak_box()
+        # a reference box equal to the map's own peak box localizes perfectly; one in a far corner does not
+        loc = localization(explainer, [LabelledImage("own", astronaut, (own,)), LabelledImage("corner", astronaut, ((0, 0, 8, 8),)),
+                                       LabelledImage("no box", astronaut, ())])
+        assert loc.images == 2 and loc.per_image[0][1:] == (1.0, True) and loc.per_image[1][1:] == (0.0, False)
+        assert loc.mean_iou == pytest.approx(0.5) and loc.share_iou_50 == 0.5 and loc.pointing == 0.5
+        with pytest.raises(ValueError, match="no image"):
+            localization(explainer, [LabelledImage("no box", astronaut, ())])
+        faith = deletion_insertion(explainer, [astronaut, _rgb("chelsea")], steps=5)
+        assert faith.images == 2 and 0.0 <= faith.deletion_auc <= 1.0 and 0.0 <= faith.insertion_auc <= 1.0
+    finally:
+        explainer.close()
