@@ -37,6 +37,8 @@ from rtaudit.workers.cli_model import model_app  # noqa: E402  (rtaudit model pa
 app.add_typer(model_app, name="model")
 from rtaudit.workers.cli_dlq import dlq  # noqa: E402  (rtaudit dlq)
 app.command()(dlq)
+from rtaudit.workers.cli_explain import explain  # noqa: E402  (rtaudit explain REQUEST_ID)
+app.command()(explain)
 from rtaudit.workers.cli_common import ConfigOpt, console  # noqa: E402
 
 
@@ -380,12 +382,17 @@ def verdicts(
     count: Annotated[int, typer.Option(help="stop after N verdicts (0: follow forever)")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print each verdict as JSON")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="also print repeated verdicts of a request id (the fleet is at-least-once)")] = False,
+    explanations: Annotated[bool, typer.Option("--explanations", help="also print the explain role's heatmap "
+                                               "records (audit.explanations), joined by request id")] = False,
 ) -> None:
     """Follow audit.verdicts and print one line per request id (repeats dropped unless --raw).
 
     Latency in brackets: for a verdict decided after this command started, created to arrival
-    here; for an older one (--from-beginning), its own latency (decided - created)."""
-    from rtaudit.workers.client import verdict_reader
+    here; for an older one (--from-beginning), its own latency (decided - created).
+    With --explanations, each evidence record of the explain role prints as an indented line
+    naming its request id (it comes after its verdict: the role explains decided requests)."""
+    from rtaudit.workers.cli_explain import explanation_line
+    from rtaudit.workers.client import explanation_reader, verdict_reader
     from rtaudit.workers.demo import verdict_line
     from rtaudit.workers.kafka import ClusterError
     from rtaudit.engine.clock import now_ms
@@ -394,6 +401,7 @@ def verdicts(
     s = _settings(config)
     try:
         reader = verdict_reader(s, dedupe=not raw)
+        evidence = explanation_reader(s, dedupe=not raw) if explanations else None
     except ClusterError as exc:
         raise _fail(str(exc)) from None
     started = now_ms()
@@ -401,16 +409,24 @@ def verdicts(
     n = 0
     with reader:
         try:
-            for v, arrived in reader.stream():
-                if v.decided_at_ms < since:
-                    continue
-                live = v.decided_at_ms >= started
-                print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived if live else None), flush=True)
-                n += 1
-                if count and n >= count:
-                    break
+            while not (count and n >= count):
+                # with --explanations, both topics in turns of half a second
+                for v, arrived in reader.stream(timeout_s=0.5 if evidence else None):
+                    if v.decided_at_ms < since:
+                        continue
+                    live = v.decided_at_ms >= started
+                    print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived if live else None), flush=True)
+                    n += 1
+                    if count and n >= count:
+                        break
+                for e, _ in evidence.stream(timeout_s=0.05, idle_s=0.05) if evidence else ():
+                    if e.produced_at_ms >= since:
+                        print(e.model_dump_json(exclude_none=True) if as_json else explanation_line(e), flush=True)
         except KeyboardInterrupt:
             pass
+        finally:
+            if evidence is not None:
+                evidence.close()
         if reader.duplicates_dropped:
             Console(stderr=True).print(f"{reader.duplicates_dropped} repeated verdicts dropped (--raw shows them)", highlight=False)
 

@@ -14,11 +14,13 @@ import pytest
 from confluent_kafka import Producer
 from PIL import Image
 from skimage import data
+from typer.testing import CliRunner
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.messages import MediaItem, ModalityTask, Verdict
 from rtaudit.topics.catalog import EXPLAIN_REQUESTS, VERDICTS, lane_topic
+from rtaudit.workers.cli import app
 from rtaudit.workers.client import AuditClient, dlq_reader, explanation_reader
 from rtaudit.workers.kafka import producer_config
 from rtaudit.workers.settings import Settings
@@ -49,7 +51,7 @@ def verdict(request_id: str, decision: str, parts: dict[str, str]) -> Verdict:
                    policy_version="p1", created_at_ms=t, deadline_ms=t + 60_000, decided_at_ms=t, latency_ms=0)
 
 
-def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_settings: Settings) -> None:
+def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_settings: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from rtaudit.workers.explain_loop import ExplainLoop
 
     s = broker_settings.model_copy(update={"explain": broker_settings.explain.model_copy(update={"verdict_wait_ms": 2000})})
@@ -82,6 +84,12 @@ def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_sett
             extra = [e for e, _ in reader.stream(timeout_s=2) if e.request_id in (allowed, text_only) and e.trigger == "verdict"]
         with dlq_reader(s) as dlq:
             bad = [r for r, _ in dlq.stream(timeout_s=10) if r.source_topic == EXPLAIN_REQUESTS and r.source_key == "bad"]
+        # the CLI: ask again, draw the heatmap over the image the request carried
+        (tmp_path / "astronaut.png").write_bytes(astronaut)
+        config = tmp_path / "rtaudit.toml"
+        config.write_text(f'embedded_port = {s.embedded_port}\nstate_dir = "{tmp_path / "state"}"\n')
+        cli = CliRunner().invoke(app, ["explain", flagged, "--part", "image:0", "--image", str(tmp_path / "astronaut.png"),
+                                       "--out", str(tmp_path / "out"), "--timeout", "60", "--config", str(config)])
     finally:
         loop.stop()
         thread.join(30)
@@ -102,3 +110,7 @@ def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_sett
     assert missing.status == "unavailable" and "did not arrive" in (missing.error or "")
     assert extra == [], "an allow verdict and a text-only verdict get no explanation"
     assert len(bad) == 1 and bad[0].role == "explain"
+    assert cli.exit_code == 0, cli.output
+    picture = Image.open(tmp_path / "out" / f"{flagged}-image0.png")
+    assert picture.size == (512, 512) and picture.mode == "RGB"
+    assert "gradcam++" in cli.output and "image:0" in cli.output

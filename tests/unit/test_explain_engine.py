@@ -182,3 +182,62 @@ def test_localization_and_deletion_insertion_on_real_photos(copy, astronaut):
         assert faith.images == 2 and 0.0 <= faith.deletion_auc <= 1.0 and 0.0 <= faith.insertion_auc <= 1.0
     finally:
         explainer.close()
+
+
+def test_render_draws_the_heatmap_alone_or_over_the_image_with_its_peak_box(copy, astronaut):
+    from rtaudit.engine.explain.render import heatmap_values, render
+
+    explainer = CamExplainer(copy, "gradcam++")
+    heat = explainer.explain(astronaut)
+    explainer.close()
+    png, box = heat.png(), heat.peak_box()
+    values = heatmap_values(png, (512, 512))
+    assert values.shape == (512, 512) and 0.0 <= values.min() and values.max() <= 1.0
+    alone = np.asarray(render(png, (512, 512), box))
+    over = np.asarray(render(png, (512, 512), box, Image.fromarray(astronaut)))
+    assert alone.shape == over.shape == (512, 512, 3)
+    x, y, w, h = box
+    assert (alone[y, x + w // 2] == 255).all(), "the peak box is outlined in white"
+    assert not np.array_equal(alone, over)
+    with pytest.raises(ValueError, match="not a PNG"):
+        render(b"nope", (10, 10))
+
+
+def test_stage_turns_jobs_into_evidence_records_and_says_why_when_it_cannot(astronaut):
+    import base64
+
+    from rtaudit.engine.explain.join import HeldTask, Job
+    from rtaudit.engine.explain.stage import ExplainStage
+    from rtaudit.engine.media import MediaPolicy
+    from rtaudit.schemas.codec import encode
+    from rtaudit.schemas.messages import MediaItem, ModalityTask
+
+    stage = ExplainStage(MediaPolicy(), heatmap_side_px=32, heatmap_max_bytes=4096)
+    buf = io.BytesIO()
+    Image.fromarray(astronaut).save(buf, "PNG")
+
+    def job(media: MediaItem) -> Job:
+        task = ModalityTask(request_id="r1", tenant_id="acme", part="image:0", modality="image", lane="hi",
+                            created_at_ms=1, deadline_ms=2, routed_at_ms=1, media=media)
+        return Job("r1", "image:0", "verdict", "review", HeldTask("r1", "image:0", encode(task), ("t", 0, 0), 0))
+
+    ok = stage.explain(job(MediaItem(type="image", data_b64=base64.b64encode(buf.getvalue()).decode())), 123)
+    assert (ok.status, ok.tenant_id, ok.decision, ok.heatmap_size, ok.image_size, ok.produced_at_ms) == ("ok", "acme", "review", (32, 32), (512, 512), 123)
+    assert ok.model == stage.served.model and ok.layer == "Relu_48" and 0.0 <= (ok.score or -1) <= 1.0
+    not_image = stage.explain(job(MediaItem(type="image", data_b64=base64.b64encode(b"not an image").decode())), 0)
+    assert not_image.status == "unavailable" and not_image.error_code and not_image.heatmap_png_b64 is None
+    refused = stage.explain(job(MediaItem(type="image", uri="file:///etc/passwd")), 0)
+    assert refused.status == "unavailable" and "file" in (refused.error or "")
+    gone = stage.explain(Job("r2", "image:1", "on_demand", None, None, "no image task of this request is held"), 0)
+    assert (gone.status, gone.error_code, gone.error) == ("unavailable", "not_held", "no image task of this request is held")
+
+
+def test_verdict_image_parts_come_from_routed_parts_only():
+    from rtaudit.schemas.messages import Verdict
+    from rtaudit.workers.explain_loop import image_parts
+
+    v = Verdict(request_id="r", tenant_id="t", decision="review", complete=True, policy_version="p", created_at_ms=0,
+                deadline_ms=0, decided_at_ms=0, latency_ms=0,
+                parts={"text/text:0": "ok", "image/image:0": "ok", "ocr/image:0": "ok", "ocr/image:2": "missing",
+                       "image:1": "skipped"})
+    assert image_parts(v) == ["image:0", "image:2"]

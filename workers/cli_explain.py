@@ -1,0 +1,121 @@
+"""``rtaudit explain REQUEST_ID``: ask the explain role for heatmaps of a request's image parts
+and write each as a PNG (over the image when ``--image`` gives it); and the lines
+``rtaudit verdicts --explanations`` prints under a verdict."""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+from rich.table import Table
+
+from rtaudit.engine.clock import now_ms
+from rtaudit.schemas.explain import Explanation
+from rtaudit.workers.cli_common import ConfigOpt, console, fail, settings_or_exit
+
+#: how long to keep collecting a request's other parts after its first answer, s.
+SETTLE_S = 2.0
+
+
+def explanation_line(e: Explanation) -> str:
+    """One readable line for an evidence record (printed under its verdict)."""
+    if e.status != "ok":
+        return f"  explain {e.request_id} {e.part} {e.status}: {e.error_code}: {e.error}"
+    return (f"  explain {e.request_id} {e.part} {e.method} {e.target}={e.score:.3f} peak box {list(e.peak_box or ())} "
+            f"heatmap {e.heatmap_size[0] if e.heatmap_size else 0}x{e.heatmap_size[1] if e.heatmap_size else 0} "
+            f"({e.trigger}, {e.compute_ms:.0f} ms)")
+
+
+def write_picture(e: Explanation, out: Path, image: Path | None) -> Path:
+    """Write ``e``'s heatmap (over ``image`` when given) with its peak box to ``out``.
+
+    Raises:
+        ValueError: the record has no heatmap, or ``image`` cannot be read.
+    """
+    from PIL import Image
+
+    from rtaudit.engine.explain.render import render
+
+    if e.heatmap_png_b64 is None or e.image_size is None:
+        raise ValueError(f"{e.request_id} {e.part}: no heatmap ({e.status}: {e.error})")
+    base = None
+    if image is not None:
+        try:
+            base = Image.open(image)
+            base.load()
+        except OSError as exc:
+            raise ValueError(f"{image}: {exc}") from None
+    render(base64.b64decode(e.heatmap_png_b64), e.image_size, e.peak_box, base).save(out)
+    return out
+
+
+def explain(
+    request_id: Annotated[str, typer.Argument(help="the request whose image parts to explain")],
+    part: Annotated[Optional[str], typer.Option(help="one image part, e.g. image:0 (default: all)")] = None,
+    image: Annotated[Optional[Path], typer.Option(help="the image the request carried, to draw the heatmap over "
+                                                  "(default: the heatmap alone)")] = None,
+    out: Annotated[Path, typer.Option(help="folder for the PNGs (<request_id>-<part>.png)")] = Path("."),
+    timeout: Annotated[float, typer.Option(help="seconds to wait for the explain role")] = 60.0,
+    as_json: Annotated[bool, typer.Option("--json", help="print each evidence record as JSON")] = False,
+    config: ConfigOpt = None,
+) -> None:
+    """Ask the explain role (its own consumer group, off the verdict path) for Grad-CAM++ heatmaps of
+    REQUEST_ID's image parts, wait for them on audit.explanations and write one PNG per part.
+    Exit 1 when none comes within --timeout (is the explain role running?) or none is ``ok``."""
+    from rtaudit.workers.client import AuditClient, DeliveryError, explanation_reader
+    from rtaudit.workers.kafka import ClusterError
+
+    s = settings_or_exit(config)
+    try:
+        reader = explanation_reader(s, dedupe=False)
+    except ClusterError as exc:
+        raise fail(str(exc)) from None
+    with reader:
+        client = AuditClient(s)
+        asked_ms = now_ms()
+        client.request_explanation(request_id, part)
+        try:
+            client.flush()
+        except DeliveryError as exc:
+            raise fail(str(exc), 1) from None
+
+        def answers(e: Explanation) -> bool:  # ours, not an earlier call's answer still on the topic
+            return (e.request_id == request_id and e.trigger == "on_demand" and e.produced_at_ms >= asked_ms
+                    and (part is None or e.part == part))
+
+        got: dict[str, Explanation] = {}
+        for e, _ in reader.stream(timeout_s=timeout, idle_s=0.2):
+            if answers(e):
+                got[e.part] = e
+                break
+        if got and part is None:  # the role sends a request's parts one after the other
+            for e, _ in reader.stream(timeout_s=SETTLE_S, idle_s=0.2):
+                if answers(e):
+                    got[e.part] = e
+    if not got:
+        raise fail(f"no explanation of {request_id} within {timeout:g} s: is the explain role running "
+                   f"(faust -A rtaudit.workers.explain worker; `rtaudit up` starts it)?", 1)
+    table = Table("part", "status", "method", "target score", "peak box [x, y, w, h]", "heatmap", "ms", "file",
+                  title=f"explanations of {request_id}")
+    out.mkdir(parents=True, exist_ok=True)
+    for name in sorted(got):
+        e = got[name]
+        if as_json:
+            print(json.dumps(e.model_dump(mode="json", exclude_none=True)))
+        written = ""
+        if e.status == "ok":
+            try:
+                written = str(write_picture(e, out / f"{request_id}-{name.replace(':', '')}.png", image))
+            except ValueError as exc:
+                raise fail(str(exc)) from None
+        table.add_row(name, e.status if e.status == "ok" else f"{e.status}: {e.error}", e.method,
+                      f"{e.target}={e.score:.4f}" if e.score is not None else "-", str(list(e.peak_box or ())),
+                      f"{len(base64.b64decode(e.heatmap_png_b64 or ''))} B" if e.heatmap_png_b64 else "-",
+                      f"{e.compute_ms:.0f}", written)
+    if not as_json:
+        console.print(table)
+    if not any(e.status == "ok" for e in got.values()):
+        raise typer.Exit(1)
