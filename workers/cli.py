@@ -125,11 +125,13 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # ty
     """A supervised :class:`rtaudit.workers.fleet.Fleet` that reports its progress on the console;
     started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
     from rtaudit.workers.children import raise_keyboard_interrupt_on
-    from rtaudit.workers.fleet import Fleet, FleetNotReady
+    from rtaudit.workers.fleet import Fleet, FleetNotReady, explain_unavailable, fleet_roles
     from rtaudit.workers.metrics import serve
 
     raise_keyboard_interrupt_on()
-    fleet = Fleet(s, config=config, replicas=replicas, log_dir=log_dir, supervise=True,
+    if s.explain.enabled and (why := explain_unavailable()):
+        console.print(f"  explain role not started: {why} (`make setup` installs it)")
+    fleet = Fleet(s, config=config, roles=fleet_roles(s), replicas=replicas, log_dir=log_dir, supervise=True,
                   on_event=lambda msg: console.print(f"  {msg}", markup=False, highlight=False))
     if s.metrics_port:
         serve(s.metrics_port, s.metrics_host)
@@ -194,24 +196,24 @@ def schemas_export() -> None:
 
 
 @app.command()
-def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion")]) -> None:
+def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion | explain")]) -> None:
     """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
-    from rtaudit.workers.fleet import ROLES, faust_executable
+    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES, faust_executable
 
-    if role not in ROLES:
-        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    if role not in ROLES + OPTIONAL_ROLES:
+        raise typer.BadParameter(f"role must be one of {', '.join(ROLES + OPTIONAL_ROLES)}")
     os.execv(faust_executable(), [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
 
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
     """``ROLE=N`` pairs; raises ``typer.BadParameter`` for an unknown role or N < 1."""
-    from rtaudit.workers.fleet import ROLES
+    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES
 
     out = {}
     for v in values:
         role, _, n = v.partition("=")
-        if role not in ROLES:
-            raise typer.BadParameter(f"unknown role {role!r} in {v!r}: roles are {', '.join(ROLES)}", param_hint="--replicas")
+        if role not in ROLES + OPTIONAL_ROLES:
+            raise typer.BadParameter(f"unknown role {role!r} in {v!r}: roles are {', '.join(ROLES + OPTIONAL_ROLES)}", param_hint="--replicas")
         if not n.isdigit() or int(n) < 1:
             raise typer.BadParameter(f"--replicas takes ROLE=N with N >= 1, got {v!r}", param_hint="--replicas")
         out[role] = int(n)
@@ -492,6 +494,12 @@ def demo(
         summary = summarize(items, got, started, dlq=len(dead))
         for table in summary_tables(items, got, summary):
             console.print(table)
+        from rtaudit.workers.fleet import fleet_roles
+
+        if "explain" in fleet_roles(s):
+            from rtaudit.workers.cli_explain import demo_explanations
+
+            demo_explanations(s, items, got, log_dir)
         if summary.received < summary.expected_verdicts or summary.dlq < summary.expected_dlq:
             console.print(f"[red]missing: {summary.expected_verdicts - summary.received} verdicts, "
                           f"{summary.expected_dlq - summary.dlq} DLQ records after {timeout} s[/red]")

@@ -119,3 +119,57 @@ def explain(
         console.print(table)
     if not any(e.status == "ok" for e in got.values()):
         raise typer.Exit(1)
+
+
+def demo_explanations(settings, items, got, log_dir: Path, timeout_s: float = 120.0) -> int:  # type: ignore[no-untyped-def]
+    """The demo's explain step: wait for the heatmaps of the ``review``/``block`` verdicts with
+    image parts (``got``: request id → (verdict, arrival)), ask one on demand for the first photo,
+    print a line each and draw every ``ok`` one over its image into ``log_dir``. Returns how many
+    came; a missing one is reported, not fatal (the verdicts are the demo's result)."""
+    from rtaudit.schemas.messages import AuditRequest
+    from rtaudit.workers.client import AuditClient, explanation_reader
+    from rtaudit.workers.explain_loop import image_parts
+
+    images: dict[tuple[str, str], bytes] = {}
+    for item in items:
+        try:
+            req = AuditRequest.model_validate_json(item.raw)
+        except ValueError:
+            continue
+        for i, m in enumerate(req.media):
+            if m.data_b64:
+                images[(req.request_id, f"image:{i}")] = base64.b64decode(m.data_b64)
+    wanted = {f"{rid}/{p}/verdict" for rid, (v, _) in got.items() if v.decision in settings.explain.decisions
+              for p in image_parts(v)}
+    photo = next((i.request_id for i in items if i.kind == "image" and i.request_id in got), None)
+    if photo is not None:
+        client = AuditClient(settings)
+        client.request_explanation(photo, "image:0")
+        client.flush()
+        wanted.add(f"{photo}/image:0/on_demand")
+    if not wanted:
+        return 0
+    console.print(f"explanations (explain role, off the verdict path): waiting for {len(wanted)}")
+    with explanation_reader(settings) as reader:
+        arrived = reader.wait_for(wanted, timeout_s, on_record=lambda e, _: print(explanation_line(e), flush=True))
+    for key, (e, _) in sorted(arrived.items()):
+        if e.status == "ok" and (e.request_id, e.part) in images:
+            name = f"explain-{e.request_id}-{e.part.replace(':', '')}-{e.trigger}.png"
+            render_over(e, images[(e.request_id, e.part)], log_dir / name)
+    if len(arrived) < len(wanted):
+        console.print(f"[yellow]{len(wanted) - len(arrived)} explanations not in within {timeout_s:g} s[/yellow]")
+    console.print(f"heatmaps drawn over their images in {log_dir} (explain-*.png)")
+    return len(arrived)
+
+
+def render_over(e: Explanation, image: bytes, out: Path) -> Path:
+    """Write ``e``'s heatmap over the encoded ``image`` bytes to ``out``."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    from rtaudit.engine.explain.render import render
+
+    base = ImageOps.exif_transpose(Image.open(io.BytesIO(image)))
+    render(base64.b64decode(e.heatmap_png_b64 or ""), e.image_size or base.size, e.peak_box, base).save(out)
+    return out

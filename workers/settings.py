@@ -52,6 +52,7 @@ class ExplainSettings(BaseModel):
     """The explain role (``workers/explain.py``, docs/explanations.md).
 
     Attributes:
+        enabled: ``rtaudit up`` and ``rtaudit demo`` start the role (when the ``explain`` extra is installed).
         decisions: verdict decisions whose image parts get a heatmap; empty: on demand only.
         method: ``gradcam++`` or ``gradcam``.
         target: the open_nsfw class explained.
@@ -65,6 +66,7 @@ class ExplainSettings(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid")
+    enabled: bool = True
     decisions: list[Literal["allow", "review", "block"]] = Field(default_factory=lambda: ["review", "block"])
     method: Literal["gradcam++", "gradcam"] = "gradcam++"
     target: Literal["nsfw", "sfw"] = "nsfw"

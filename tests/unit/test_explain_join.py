@@ -94,3 +94,14 @@ def test_forget_drops_a_revoked_partitions_state():
     j.add_verdict("r3", "review", ["image:0"], (VERDICTS, 0, 0), 0)
     j.forget({(LANE, 0), (VERDICTS, 0)})
     assert list(j.tasks) == [("r2", "image:0")] and j.waiting == {} and j.commit_offsets() == {(LANE, 1): 0}
+
+
+def test_rtaudit_up_adds_the_explain_role_only_when_enabled_and_installed(monkeypatch):
+    from rtaudit.workers import fleet
+    from rtaudit.workers.settings import ExplainSettings, Settings
+
+    on, off = Settings(), Settings(explain=ExplainSettings(enabled=False))
+    monkeypatch.setattr(fleet, "explain_unavailable", lambda: None)
+    assert fleet.fleet_roles(on) == fleet.ROLES + ("explain",) and fleet.fleet_roles(off) == fleet.ROLES
+    monkeypatch.setattr(fleet, "explain_unavailable", lambda: "the explain extra is not installed (torchcam)")
+    assert fleet.fleet_roles(on) == fleet.ROLES
