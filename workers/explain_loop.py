@@ -62,7 +62,8 @@ class ExplainLoop(BatchLoop):
 
             stage = ExplainStage(settings.media.policy(), method=cfg.method, target=cfg.target,
                                  heatmap_side_px=cfg.heatmap_side_px, heatmap_max_bytes=cfg.heatmap_max_bytes,
-                                 box_threshold=cfg.box_threshold, device="cuda" if settings.prefer_gpu and _cuda() else "cpu")
+                                 box_threshold=cfg.box_threshold, device="cuda" if settings.prefer_gpu and _cuda() else "cpu",
+                                 threads=settings.model_threads())
         self.stage = stage
         self.join = ExplainJoin(set(cfg.decisions), retention_ms=cfg.retention_ms, budget_bytes=cfg.held_bytes,
                                 wait_ms=cfg.verdict_wait_ms)

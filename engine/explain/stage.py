@@ -32,6 +32,8 @@ class ExplainStage:
         heatmap_side_px, heatmap_max_bytes: bounds of the evidence PNG.
         box_threshold: as :meth:`rtaudit.engine.explain.cam.Heatmap.peak_box`.
         device: torch device of the copy (``"cpu"``, ``"cuda"``).
+        threads: torch intra-op threads on CPU (0: torch's default, one per core). The process's
+            whole torch: a role that shares cores with the serving workers keeps this low.
 
     Raises:
         ModuleNotFoundError: the ``explain`` extra is not installed.
@@ -39,7 +41,11 @@ class ExplainStage:
 
     def __init__(self, media_policy: MediaPolicy, *, method: str = "gradcam++", target: str = "nsfw",
                  heatmap_side_px: int = 64, heatmap_max_bytes: int = 8 * 1024, box_threshold: float = 0.5,
-                 device: str = "cpu") -> None:
+                 device: str = "cpu", threads: int = 0) -> None:
+        if threads:
+            import torch
+
+            torch.set_num_threads(threads)
         self.media_policy = media_policy
         self.served = OpenNSFW(prefer_gpu=False)
         self.explainer = CamExplainer(self.served.torch_copy(device), method)
