@@ -11,7 +11,8 @@ such as faces included) on the same images; only images with a box count for loc
 
 * **time**: forward, backward and map (:meth:`CamExplainer.explain_input`), preprocessing
   excluded, ``--rounds`` per image after one warm-up; median and P90 over all. The served
-  onnxruntime forward and the torch copy's forward without gradients are timed alongside.
+  onnxruntime forward and the torch copy's forward without gradients are timed alongside;
+  the four alternate on every image and round.
 * **bytes**: the evidence PNG (longest side 64 px, at most 8 KiB) and its base64 length.
 """
 
@@ -80,27 +81,33 @@ def main() -> None:
           f"device {args.device}; torch {torch.__version__}, {torch.get_num_threads()} threads; load {os.getloadavg()}")
 
     inputs = [(name, preprocess(rgb), (rgb.shape[1], rgb.shape[0])) for name, rgb in images]
-    ort_ms, fwd_ms = [], []
-    for _, x, _ in inputs:
+    explainers = {m: CamExplainer(copy, m) for m in ("gradcam", "gradcam++")}
+    times: dict[str, list[float]] = {k: [] for k in ("ort", "fwd", "gradcam", "gradcam++")}
+    sizes: dict[str, list[int]] = {"gradcam": [], "gradcam++": []}
+    # the four measurements alternate on every image and round, so a load spike from other
+    # processes on this shared machine hits all of them alike
+    for _, x, size in inputs:
         for r in range(args.rounds + 1):
             t = time.perf_counter(); served.probabilities(x[None]); a = (time.perf_counter() - t) * 1000
             t = time.perf_counter(); copy.probabilities(x[None]); b = (time.perf_counter() - t) * 1000
             if r:
-                ort_ms.append(a); fwd_ms.append(b)
-    rows = [("served graph forward (onnxruntime)", ort_ms, None), ("torch copy forward (no grad)", fwd_ms, None)]
-    for method in ("gradcam", "gradcam++"):
-        explainer = CamExplainer(copy, method)
-        times, sizes = [], []
-        for _, x, size in inputs:
-            for r in range(args.rounds + 1):
+                times["ort"].append(a); times["fwd"].append(b)
+            for method, explainer in explainers.items():
+                for other in explainers.values():
+                    (other.extractor.enable_hooks if other is explainer else other.extractor.disable_hooks)()
                 heat = explainer.explain_input(x, size)
                 if args.device != "cpu":
                     torch.cuda.synchronize()
                 if r:
-                    times.append(heat.compute_ms)
-            sizes.append(len(heat.png()))
-        rows.append((f"{method} explanation", times, sizes))
+                    times[method].append(heat.compute_ms)
+        for method, explainer in explainers.items():
+            for other in explainers.values():
+                (other.extractor.enable_hooks if other is explainer else other.extractor.disable_hooks)()
+            sizes[method].append(len(explainer.explain_input(x, size).png()))
+    for explainer in explainers.values():
         explainer.close()
+    rows = [("served graph forward (onnxruntime)", times["ort"], None), ("torch copy forward (no grad)", times["fwd"], None),
+            ("gradcam explanation", times["gradcam"], sizes["gradcam"]), ("gradcam++ explanation", times["gradcam++"], sizes["gradcam++"])]
 
     print(f"\n{'what':<36} {'ms p50':>8} {'ms p90':>8} {'PNG bytes mean':>15} {'max':>6} {'base64 max':>11}")
     for what, times, sizes in rows:

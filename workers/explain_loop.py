@@ -78,13 +78,16 @@ class ExplainLoop(BatchLoop):
                 if m.topic() in IMAGE_LANES:
                     # the image worker already dead-letters a bad task: here it is only skipped
                     task = decode(raw, ModalityTask)
-                    jobs = self.join.add_task(task.request_id, task.part, raw, position, now) if task.media else []
+                    if task.media is None:
+                        self.join.seen(position)
+                        continue
+                    jobs = self.join.add_task(task.request_id, task.part, raw, position, now)
                 elif m.topic() == VERDICTS:
                     verdict = decode(raw, Verdict)
                     jobs = self.join.add_verdict(verdict.request_id, verdict.decision, image_parts(verdict), position, now)
                 else:
                     ask = decode(raw, ExplainRequest)
-                    jobs = self.join.on_demand(ask.request_id, ask.part, position)
+                    jobs = self.join.on_demand(ask.request_id, ask.part, position, now)
             except AuditError as exc:
                 self.join.seen(position)
                 if m.topic() == EXPLAIN_REQUESTS:

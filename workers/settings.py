@@ -61,7 +61,7 @@ class ExplainSettings(BaseModel):
         box_threshold: fraction of the peak that bounds the peak box.
         retention_ms: how long an image task stays held for on-demand requests, ms.
         held_bytes: most raw image-task bytes held in memory.
-        verdict_wait_ms: how long a verdict waits for an image task not read yet, ms.
+        verdict_wait_ms: how long a verdict or an on-demand request waits for an image task not read yet, ms.
         batch_size: most records per consume (each may cost a heatmap, ~30-200 ms on CPU).
     """
 

@@ -10,8 +10,11 @@ positions are plain ``(topic, partition, offset)`` tuples.
 * A **verdict** that needs explanations (its decision is in ``decisions``) and names image
   parts the join has not seen yet waits up to ``wait_ms`` for them (the explain consumer reads
   the lanes and ``audit.verdicts`` independently, so a verdict may come first).
+* An **on-demand request** for a request id with nothing held waits up to ``wait_ms`` too (the
+  request may be read before the lanes' record, e.g. while a restarted member replays), then
+  gets one ``unavailable`` job.
 * **Offsets**: per input partition, the offset of the oldest record still needed (an
-  unresolved task, a waiting verdict), else one past the last record seen. Replay after a
+  unresolved task, a waiting verdict or on-demand request), else one past the last record seen. Replay after a
   crash re-reads what was held in memory.
 """
 
@@ -47,6 +50,16 @@ class WaitingVerdict:
     found: list[HeldTask] = field(default_factory=list)
 
 
+@dataclass
+class WaitingAsk:
+    """An on-demand request with nothing held yet: ``part`` ``None`` means any image part."""
+
+    request_id: str
+    part: str | None
+    position: Position
+    until_ms: int
+
+
 @dataclass(frozen=True)
 class Job:
     """One explanation to compute (``task`` is ``None`` when the image is no longer held:
@@ -77,6 +90,7 @@ class ExplainJoin:
         self.wait_ms = wait_ms
         self.tasks: OrderedDict[tuple[str, str], HeldTask] = OrderedDict()  # arrival order
         self.waiting: dict[str, WaitingVerdict] = {}
+        self.asks: list[WaitingAsk] = []
         self.held_bytes = 0
         self.evicted_unresolved = 0
         self.expired_unresolved = 0
@@ -99,16 +113,20 @@ class ExplainJoin:
         self.tasks[key] = task
         self.held_bytes += len(raw)
         self._evict_over_budget()
+        jobs = []
+        for ask in [a for a in self.asks if a.request_id == request_id and a.part in (None, part)]:
+            self.asks.remove(ask)
+            jobs.append(Job(request_id, part, "on_demand", None, task))
         waiting = self.waiting.get(request_id)
         if waiting is None or part not in waiting.parts:
-            return []
+            return jobs
         waiting.parts.discard(part)
         waiting.found.append(task)
         task.resolved = True
         if waiting.parts:
-            return []
+            return jobs
         del self.waiting[request_id]
-        return [Job(request_id, t.part, "verdict", waiting.decision, t) for t in waiting.found]
+        return jobs + [Job(request_id, t.part, "verdict", waiting.decision, t) for t in waiting.found]
 
     def add_verdict(self, request_id: str, decision: str, image_parts: list[str], position: Position, now_ms: int) -> list[Job]:
         """A verdict with its image parts (``"image:0"``...; router-skipped parts excluded).
@@ -126,15 +144,14 @@ class ExplainJoin:
             return []
         return [Job(request_id, t.part, "verdict", decision, t) for t in found]
 
-    def on_demand(self, request_id: str, part: str | None, position: Position) -> list[Job]:
-        """Jobs for an on-demand request (every held image part of ``request_id`` when ``part``
-        is ``None``); one ``unavailable`` job when nothing is held."""
+    def on_demand(self, request_id: str, part: str | None, position: Position, now_ms: int) -> list[Job]:
+        """Jobs for an on-demand request: every held image part of ``request_id`` (or ``part``);
+        when none is held, the request waits (module doc) and none is returned now."""
         self.seen(position)
         found = [t for (rid, p), t in self.tasks.items() if rid == request_id and (part is None or p == part)]
         if not found:
-            return [Job(request_id, part or "", "on_demand", None, None,
-                        f"no image task of this request is held (held for {self.retention_ms} ms after routing, "
-                        f"{self.budget_bytes} bytes at most)")]
+            self.asks.append(WaitingAsk(request_id, part, position, now_ms + self.wait_ms))
+            return []
         return [Job(request_id, t.part, "on_demand", None, t) for t in found]
 
     # -- time ------------------------------------------------------------------------
@@ -151,6 +168,11 @@ class ExplainJoin:
                 self.expired_unresolved += 1
             self._drop(task)
         jobs = []
+        for ask in [a for a in self.asks if now_ms >= a.until_ms]:
+            self.asks.remove(ask)
+            jobs.append(Job(ask.request_id, ask.part or "", "on_demand", None, None,
+                            f"no image task of this request is held (held for {self.retention_ms} ms after routing, "
+                            f"{self.budget_bytes} bytes at most)"))
         for rid, w in list(self.waiting.items()):
             if now_ms >= w.until_ms:
                 del self.waiting[rid]
@@ -177,13 +199,15 @@ class ExplainJoin:
             self._drop(task)
         for rid in [r for r, w in self.waiting.items() if w.position[:2] in topic_partitions]:
             del self.waiting[rid]
+        self.asks = [a for a in self.asks if a.position[:2] not in topic_partitions]
         for tp in topic_partitions:
             self._next.pop(tp, None)
 
     def commit_offsets(self) -> dict[tuple[str, int], int]:
         """Per ``(topic, partition)`` read so far, the offset safe to commit."""
         out = dict(self._next)
-        needed = [t.position for t in self.tasks.values() if not t.resolved] + [w.position for w in self.waiting.values()]
+        needed = ([t.position for t in self.tasks.values() if not t.resolved] + [w.position for w in self.waiting.values()]
+                  + [a.position for a in self.asks])
         for topic, partition, offset in needed:
             out[(topic, partition)] = min(out.get((topic, partition), offset), offset)
         return out

@@ -54,7 +54,7 @@ def verdict(request_id: str, decision: str, parts: dict[str, str]) -> Verdict:
 def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_settings: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from rtaudit.workers.explain_loop import ExplainLoop
 
-    s = broker_settings.model_copy(update={"explain": broker_settings.explain.model_copy(update={"verdict_wait_ms": 2000})})
+    s = broker_settings.model_copy(update={"explain": broker_settings.explain.model_copy(update={"verdict_wait_ms": 10_000})})
     run = uuid.uuid4().hex[:6]
     flagged, allowed, text_only, lost = f"flag-{run}", f"allow-{run}", f"text-{run}", f"lost-{run}"
     producer = Producer(producer_config(s))

@@ -57,16 +57,30 @@ def test_a_verdict_whose_task_never_comes_gets_an_unavailable_job_after_the_wait
 
 
 def test_on_demand_finds_held_parts_until_retention_and_says_why_when_gone():
-    j = join(retention_ms=1_000)
+    j = join(retention_ms=1_000, wait_ms=500)
     j.add_task("r1", "image:0", b"img0", (LANE, 0, 0), 0)
     j.add_task("r1", "image:1", b"img1", (LANE, 0, 1), 0)
     j.add_verdict("r1", "allow", ["image:0", "image:1"], (VERDICTS, 0, 0), 0)
-    assert [x.part for x in j.on_demand("r1", None, (ASK, 0, 0))] == ["image:0", "image:1"]
-    assert [x.part for x in j.on_demand("r1", "image:1", (ASK, 0, 1))] == ["image:1"]
+    assert [x.part for x in j.on_demand("r1", None, (ASK, 0, 0), 0)] == ["image:0", "image:1"]
+    assert [x.part for x in j.on_demand("r1", "image:1", (ASK, 0, 1), 0)] == ["image:1"]
     j.expire(1_000)
-    [gone] = j.on_demand("r1", None, (ASK, 0, 2))
-    assert gone.task is None and "held for 1000 ms" in gone.reason and j.held_bytes == 0
+    assert j.on_demand("r1", None, (ASK, 0, 2), 1_000) == [] and j.held_bytes == 0
+    assert j.commit_offsets()[(ASK, 0)] == 2, "the waiting request is replayed after a crash"
+    assert j.expire(1_499) == []
+    [gone] = j.expire(1_500)
+    assert gone.task is None and gone.trigger == "on_demand" and "held for 1000 ms" in gone.reason
     assert j.commit_offsets()[(ASK, 0)] == 3
+
+
+def test_an_on_demand_request_read_before_its_task_is_answered_when_the_task_comes():
+    j = join()
+    assert j.on_demand("r1", "image:1", (ASK, 0, 0), 0) == []
+    assert j.on_demand("r1", None, (ASK, 0, 1), 0) == []
+    jobs = j.add_task("r1", "image:0", b"img0", (LANE, 0, 0), 10)  # answers the request for any part
+    assert [(x.part, x.trigger, x.task.raw) for x in jobs] == [("image:0", "on_demand", b"img0")]
+    jobs = j.add_task("r1", "image:1", b"img1", (LANE, 0, 1), 10)
+    assert [(x.part, x.trigger) for x in jobs] == [("image:1", "on_demand")]
+    assert j.asks == [] and j.commit_offsets()[(ASK, 0)] == 2
 
 
 def test_the_byte_budget_evicts_the_oldest_and_counts_unresolved_evictions():
