@@ -32,27 +32,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-def photos(extra: Path | None) -> list[tuple[str, np.ndarray]]:
-    import skimage
-    from skimage import io
-
-    paths = sorted((Path(skimage.__file__).parent / "data").glob("*.png")) + sorted((Path(skimage.__file__).parent / "data").glob("*.jpg"))
-    if extra is not None and extra.is_dir():
-        paths += sorted(p for p in extra.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
-    out, seen = [], set()
-    for p in paths:
-        img = np.asarray(io.imread(p))
-        if img.dtype != np.uint8 or img.ndim not in (2, 3) or min(img.shape[:2]) < 64:
-            continue
-        img = np.stack([img] * 3, axis=-1) if img.ndim == 2 else img[..., :3]
-        key = (p.name, img.shape)
-        if key in seen:
-            continue  # the shared photos repeat scikit-image's
-        seen.add(key)
-        out.append((p.name, np.ascontiguousarray(img)))
-    return out
-
-
 def pct(values: list[float], q: float) -> float:
     return float(np.percentile(np.asarray(values), q))
 
@@ -66,15 +45,13 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from nudenet import NudeDetector
-
     from rtaudit.engine.explain import evaluation as ev
     from rtaudit.engine.explain.cam import CamExplainer
     from rtaudit.engine.explain.classifier import OpenNSFW, preprocess
 
     if args.threads:
         torch.set_num_threads(args.threads)
-    images = photos(args.photos)
+    images = ev.photo_corpus(args.photos)
     served = OpenNSFW(prefer_gpu=args.device != "cpu", intra_op_threads=args.threads)
     copy = served.torch_copy(args.device)
     print(f"open_nsfw {served.model.version}: {len(images)} images; conversion {copy.convert_s:.2f} s; "
@@ -114,13 +91,7 @@ def main() -> None:
         b = f"{statistics.mean(sizes):>15.0f} {max(sizes):>6} {len(base64.b64encode(bytes(max(sizes)))):>11}" if sizes else f"{'':>15} {'':>6} {'':>11}"
         print(f"{what:<36} {pct(times, 50):>8.1f} {pct(times, 90):>8.1f} {b}")
 
-    detector = NudeDetector()
-    labelled = []
-    for name, rgb in images:
-        dets = detector.detect(np.ascontiguousarray(rgb[..., ::-1]))
-        boxes = tuple(tuple(int(v) for v in d["box"]) for d in dets)
-        if boxes:
-            labelled.append(ev.LabelledImage(name, rgb, boxes, ",".join(d["class"] for d in dets)))  # type: ignore[arg-type]
+    labelled = ev.detector_labelled(images)
     print(f"\nLocalization vs NudeNet 320n boxes ({len(labelled)} images with a box: "
           + ", ".join(f"{i.name} [{i.source}]" for i in labelled) + ")")
     print(f"{'method':<10} {'threshold':>9} {'mean IoU':>9} {'IoU>=0.5':>9} {'pointing':>9}  per image (IoU)")

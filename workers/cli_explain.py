@@ -173,3 +173,35 @@ def render_over(e: Explanation, image: bytes, out: Path) -> Path:
     base = ImageOps.exif_transpose(Image.open(io.BytesIO(image)))
     render(base64.b64decode(e.heatmap_png_b64 or ""), e.image_size or base.size, e.peak_box, base).save(out)
     return out
+
+
+def explain_tables(photos: Path | None) -> list[Table]:
+    """``rtaudit eval --explain``: localization of Grad-CAM++ and Grad-CAM against NudeNet 320n's
+    boxes (peak box at two thresholds: mean IoU, share at IoU >= 0.5, pointing game) and their
+    deletion / insertion AUC, on scikit-image's photos plus ``photos`` when it exists
+    (:mod:`rtaudit.engine.explain.evaluation`)."""
+    from rtaudit.engine.explain import evaluation as ev
+    from rtaudit.engine.explain.cam import CamExplainer
+    from rtaudit.engine.explain.classifier import OpenNSFW
+
+    images = ev.photo_corpus(photos)
+    labelled = ev.detector_labelled(images)
+    served = OpenNSFW(prefer_gpu=False)
+    copy = served.torch_copy()
+    loc = Table("method", "box threshold", "images", "mean IoU", "IoU >= 0.5", "pointing", "per image (IoU, * = pointing hit)",
+                title=f"Localization of open_nsfw {served.model.version} `nsfw` maps vs NudeNet 320n boxes "
+                      f"({len(labelled)} of {len(images)} images have a box)")
+    faith = Table("method", "images", "deletion AUC (lower is better)", "insertion AUC (higher is better)",
+                  title="Deletion / insertion of P(nsfw), 20 steps (RISE; torchcam)")
+    for method in ("gradcam++", "gradcam"):
+        explainer = CamExplainer(copy, method)
+        try:
+            for threshold in (0.5, 0.15):
+                r = ev.localization(explainer, labelled, threshold=threshold)
+                loc.add_row(method, f"{threshold:.2f}", str(r.images), f"{r.mean_iou:.3f}", f"{r.share_iou_50:.3f}",
+                            f"{r.pointing:.3f}", " ".join(f"{n}={v:.2f}{'*' if hit else ''}" for n, v, hit in r.per_image))
+            f = ev.deletion_insertion(explainer, [rgb for _, rgb in images])
+            faith.add_row(method, str(f.images), f"{f.deletion_auc:.4f}", f"{f.insertion_auc:.4f}")
+        finally:
+            explainer.close()
+    return [loc, faith]

@@ -132,6 +132,9 @@ def eval_text(
                             "comparison); default: the shipped engine/text/artifacts")] = None,
     markdown: Annotated[bool, typer.Option("--markdown", help="print the tables as markdown (what the README's "
                                            "quality section pastes)")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="only the explanations' tables: Grad-CAM++ vs Grad-CAM "
+                                          "localization against NudeNet's boxes, deletion/insertion (docs/explanations.md; "
+                                          "needs no --data)")] = False,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -148,6 +151,12 @@ def eval_text(
 
     out = MarkdownConsole() if markdown else console
 
+    if explain:
+        from rtaudit.workers.cli_explain import explain_tables
+
+        for table in explain_tables(data / "images" / "photos"):
+            out.print(table)
+        return
     if functional:
         scorer = TextScorer(artifacts_dir=artifacts)
         out.print(f"rtaudit-text {scorer.version}")

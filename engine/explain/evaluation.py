@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -108,3 +109,42 @@ def deletion_insertion(explainer: CamExplainer, images: list[np.ndarray], target
             metric.update(x, class_idx=CLASSES.index(target))
     summary = metric.summary()
     return Faithfulness(explainer.method, metric.total, summary["deletion_auc"], summary["insertion_auc"])
+
+
+def photo_corpus(extra: Path | None = None) -> list[tuple[str, np.ndarray]]:
+    """``(file name, uint8[h, w, 3] RGB)`` of every colour or grey 8-bit image of at least 64 px a
+    side that scikit-image ships in its wheel (CC0 / public domain, ``skimage/data/README.txt``),
+    then those of ``extra`` (e.g. ``../shared/data/images/photos``) not already in, when it exists."""
+    import skimage
+    from skimage import io
+
+    root = Path(skimage.__file__).parent / "data"
+    paths = sorted(root.glob("*.png")) + sorted(root.glob("*.jpg"))
+    if extra is not None and extra.is_dir():
+        paths += sorted(p for p in extra.iterdir() if p.suffix.lower() in {".png", ".jpg", ".jpeg"})
+    out, seen = [], set()
+    for p in paths:
+        img = np.asarray(io.imread(p))
+        if img.dtype != np.uint8 or img.ndim not in (2, 3) or min(img.shape[:2]) < 64:
+            continue
+        img = np.stack([img] * 3, axis=-1) if img.ndim == 2 else img[..., :3]
+        if (p.name, img.shape) in seen:
+            continue
+        seen.add((p.name, img.shape))
+        out.append((p.name, np.ascontiguousarray(img)))
+    return out
+
+
+def detector_labelled(images: list[tuple[str, np.ndarray]]) -> list[LabelledImage]:
+    """The images NudeNet 320n (the served image stage's detector, every class) finds a box in,
+    with those boxes ``(x, y, w, h)``; ``source`` lists the classes."""
+    from nudenet import NudeDetector
+
+    detector = NudeDetector()
+    out = []
+    for name, rgb in images:
+        dets = detector.detect(np.ascontiguousarray(rgb[..., ::-1]))
+        if dets:
+            boxes = tuple(tuple(int(v) for v in d["box"]) for d in dets)
+            out.append(LabelledImage(name, rgb, boxes, ",".join(d["class"] for d in dets)))  # type: ignore[arg-type]
+    return out

@@ -241,3 +241,25 @@ def test_verdict_image_parts_come_from_routed_parts_only():
                 parts={"text/text:0": "ok", "image/image:0": "ok", "ocr/image:0": "ok", "ocr/image:2": "missing",
                        "image:1": "skipped"})
     assert image_parts(v) == ["image:0", "image:2"]
+
+
+def test_shared_photos_agree_and_gradcampp_localizes_at_least_as_well(data_dir, served, copy):
+    """Evaluation: every shared photo (plus scikit-image's) through both graphs, and the issue's
+    ordering on the images NudeNet boxes (docs/explanations.md has the full table)."""
+    from rtaudit.engine.explain.evaluation import detector_labelled, localization, photo_corpus
+
+    images = photo_corpus(data_dir / "images" / "photos")
+    assert len(images) >= 20
+    batch = np.stack([preprocess(rgb) for _, rgb in images])
+    assert np.abs(served.probabilities(batch) - copy.probabilities(batch)).max() <= 1e-4
+    labelled = detector_labelled(images)
+    assert len(labelled) >= 2
+    results = {}
+    for method in ("gradcam++", "gradcam"):
+        explainer = CamExplainer(copy, method)
+        try:
+            results[method] = localization(explainer, labelled, threshold=0.15)
+        finally:
+            explainer.close()
+    pp, plain = results["gradcam++"], results["gradcam"]
+    assert pp.mean_iou >= plain.mean_iou and pp.pointing >= plain.pointing and pp.share_iou_50 >= plain.share_iou_50

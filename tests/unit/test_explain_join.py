@@ -119,3 +119,16 @@ def test_rtaudit_up_adds_the_explain_role_only_when_enabled_and_installed(monkey
     assert fleet.fleet_roles(on) == fleet.ROLES + ("explain",) and fleet.fleet_roles(off) == fleet.ROLES
     monkeypatch.setattr(fleet, "explain_unavailable", lambda: "the explain extra is not installed (torchcam)")
     assert fleet.fleet_roles(on) == fleet.ROLES
+
+
+def test_explanation_lines_name_the_request_part_and_result():
+    from rtaudit.schemas.explain import Explanation
+    from rtaudit.schemas.messages import ModelRef
+    from rtaudit.workers.cli_explain import explanation_line
+
+    common = dict(request_id="r1", part="image:0", trigger="verdict", model=ModelRef(name="open-nsfw", version="0.1.0+864bb37bf886"),
+                  method="gradcam++", target="nsfw", layer="Relu_48", box_threshold=0.5, produced_at_ms=1)
+    ok = Explanation(status="ok", score=0.25, peak_box=(1, 2, 3, 4), heatmap_size=(64, 48), compute_ms=41.6, **common)  # type: ignore[arg-type]
+    assert explanation_line(ok) == "  explain r1 image:0 gradcam++ nsfw=0.250 peak box [1, 2, 3, 4] heatmap 64x48 (verdict, 42 ms)"
+    gone = Explanation(status="unavailable", error_code="not_held", error="no image task of this request is held", **common)  # type: ignore[arg-type]
+    assert explanation_line(gone) == "  explain r1 image:0 unavailable: not_held: no image task of this request is held"
