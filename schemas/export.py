@@ -11,7 +11,7 @@ from pathlib import Path
 import orjson
 from pydantic import BaseModel
 
-from rtaudit.schemas import control, messages
+from rtaudit.schemas import control, explain, messages
 
 SCHEMA_DIR = Path(__file__).parent / "json"
 
@@ -26,6 +26,8 @@ CONTRACTS: dict[str, type[BaseModel]] = {
     "dlq_record": messages.DLQRecord,
     "control_message": control.ControlMessage,
     "heartbeat": control.Heartbeat,
+    "explain_request": explain.ExplainRequest,
+    "explanation": explain.Explanation,
 }
 
 

@@ -25,6 +25,10 @@ STATUS = "audit.status"
 #: Retention of ``audit.status`` heartbeats, ms (1 hour: only the latest per worker matters).
 STATUS_RETENTION_MS = 3600 * 1000
 DLQ = "audit.dlq"
+#: on-demand explanation requests (``rtaudit explain``), consumed by the explain role.
+EXPLAIN_REQUESTS = "audit.explain.requests"
+#: the explain role's evidence records (heatmaps), joined to verdicts by request id.
+EXPLANATIONS = "audit.explanations"
 MODALITIES = ("text", "image", "audio", "video")
 LANES = ("hi", "lo")
 
@@ -72,6 +76,9 @@ def catalog(partitions: int = DEFAULT_PARTITIONS) -> list[TopicSpec]:
         _data(SCORES, "Manifest | PartialScore JSON (field 'kind')", partitions),
         _data(VERDICTS, "Verdict JSON", partitions),
         _data(DLQ, "DLQRecord JSON (original bytes base64 + reason)", partitions),
+        # the explain role joins these with the image lanes and audit.verdicts by request id: same partition count
+        _data(EXPLAIN_REQUESTS, "ExplainRequest JSON (rtaudit.schemas.explain)", partitions),
+        _data(EXPLANATIONS, "Explanation JSON (rtaudit.schemas.explain): heatmap PNG base64, peak box", partitions),
         TopicSpec(
             CONTROL, 1, "subject: model:<stage> | rollout:<stage> | policy:<tenant> | priority:<tenant>",
             "ControlMessage JSON (rtaudit.schemas.control); null value = tombstone",

@@ -37,6 +37,8 @@ from rtaudit.workers.cli_model import model_app  # noqa: E402  (rtaudit model pa
 app.add_typer(model_app, name="model")
 from rtaudit.workers.cli_dlq import dlq  # noqa: E402  (rtaudit dlq)
 app.command()(dlq)
+from rtaudit.workers.cli_explain import explain  # noqa: E402  (rtaudit explain REQUEST_ID)
+app.command()(explain)
 from rtaudit.workers.cli_common import ConfigOpt, console  # noqa: E402
 
 
@@ -124,11 +126,13 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # ty
     """A supervised :class:`rtaudit.workers.fleet.Fleet` that reports its progress on the console;
     started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
     from rtaudit.workers.children import raise_keyboard_interrupt_on
-    from rtaudit.workers.fleet import Fleet, FleetNotReady
+    from rtaudit.workers.fleet import Fleet, FleetNotReady, explain_unavailable, fleet_roles
     from rtaudit.workers.metrics import serve
 
     raise_keyboard_interrupt_on()
-    fleet = Fleet(s, config=config, replicas=replicas, log_dir=log_dir, supervise=True,
+    if s.explain.enabled and (why := explain_unavailable()):
+        console.print(f"  explain role not started: {why} (`make setup` installs it)")
+    fleet = Fleet(s, config=config, roles=fleet_roles(s), replicas=replicas, log_dir=log_dir, supervise=True,
                   on_event=lambda msg: console.print(f"  {msg}", markup=False, highlight=False))
     if s.metrics_port:
         serve(s.metrics_port, s.metrics_host)
@@ -208,25 +212,25 @@ def schemas_export() -> None:
 
 
 @app.command()
-def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion")]) -> None:
+def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion | explain")]) -> None:
     """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
-    from rtaudit.workers.fleet import ROLES, faust_executable
+    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES, faust_executable
 
-    if role not in ROLES:
-        raise typer.BadParameter(f"role must be one of {', '.join(ROLES)}")
+    if role not in ROLES + OPTIONAL_ROLES:
+        raise typer.BadParameter(f"role must be one of {', '.join(ROLES + OPTIONAL_ROLES)}")
     _settings(None)  # bad settings: one line here rather than faust's traceback
     os.execv(faust_executable(), [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
 
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
     """``ROLE=N`` pairs; raises ``typer.BadParameter`` for an unknown role or N < 1."""
-    from rtaudit.workers.fleet import ROLES
+    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES
 
     out = {}
     for v in values:
         role, _, n = v.partition("=")
-        if role not in ROLES:
-            raise typer.BadParameter(f"unknown role {role!r} in {v!r}: roles are {', '.join(ROLES)}", param_hint="--replicas")
+        if role not in ROLES + OPTIONAL_ROLES:
+            raise typer.BadParameter(f"unknown role {role!r} in {v!r}: roles are {', '.join(ROLES + OPTIONAL_ROLES)}", param_hint="--replicas")
         if not n.isdigit() or int(n) < 1:
             raise typer.BadParameter(f"--replicas takes ROLE=N with N >= 1, got {v!r}", param_hint="--replicas")
         out[role] = int(n)
@@ -406,12 +410,17 @@ def verdicts(
     count: Annotated[int, typer.Option(help="stop after N verdicts (0: follow forever)")] = 0,
     as_json: Annotated[bool, typer.Option("--json", help="print each verdict as JSON")] = False,
     raw: Annotated[bool, typer.Option("--raw", help="also print repeated verdicts of a request id (the fleet is at-least-once)")] = False,
+    explanations: Annotated[bool, typer.Option("--explanations", help="also print the explain role's heatmap "
+                                               "records (audit.explanations), joined by request id")] = False,
 ) -> None:
     """Follow audit.verdicts and print one line per request id (repeats dropped unless --raw).
 
     Latency in brackets: for a verdict decided after this command started, created to arrival
-    here; for an older one (--from-beginning), its own latency (decided - created)."""
-    from rtaudit.workers.client import verdict_reader
+    here; for an older one (--from-beginning), its own latency (decided - created).
+    With --explanations, each evidence record of the explain role prints as an indented line
+    naming its request id (it comes after its verdict: the role explains decided requests)."""
+    from rtaudit.workers.cli_explain import explanation_line
+    from rtaudit.workers.client import explanation_reader, verdict_reader
     from rtaudit.workers.demo import verdict_line
     from rtaudit.workers.kafka import ClusterError
     from rtaudit.engine.clock import now_ms
@@ -420,6 +429,7 @@ def verdicts(
     s = _settings(config)
     try:
         reader = verdict_reader(s, dedupe=not raw)
+        evidence = explanation_reader(s, dedupe=not raw) if explanations else None
     except ClusterError as exc:
         raise _fail(str(exc)) from None
     started = now_ms()
@@ -430,16 +440,24 @@ def verdicts(
         f"{f', stop after {count}' if count else ''}; Ctrl-C stops)", highlight=False, markup=False)
     with reader:
         try:
-            for v, arrived in reader.stream():
-                if v.decided_at_ms < since:
-                    continue
-                live = v.decided_at_ms >= started
-                print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived if live else None), flush=True)
-                n += 1
-                if count and n >= count:
-                    break
+            while not (count and n >= count):
+                # with --explanations, both topics in turns of half a second
+                for v, arrived in reader.stream(timeout_s=0.5 if evidence else None):
+                    if v.decided_at_ms < since:
+                        continue
+                    live = v.decided_at_ms >= started
+                    print(v.model_dump_json(exclude_none=True) if as_json else verdict_line(v, arrived if live else None), flush=True)
+                    n += 1
+                    if count and n >= count:
+                        break
+                for e, _ in evidence.stream(timeout_s=0.05, idle_s=0.05) if evidence else ():
+                    if e.produced_at_ms >= since:
+                        print(e.model_dump_json(exclude_none=True) if as_json else explanation_line(e), flush=True)
         except KeyboardInterrupt:
             pass
+        finally:
+            if evidence is not None:
+                evidence.close()
         if reader.duplicates_dropped:
             Console(stderr=True).print(f"{reader.duplicates_dropped} repeated verdicts dropped (--raw shows them)", highlight=False)
 
@@ -505,6 +523,12 @@ def demo(
         summary = summarize(items, got, started, dlq=len(dead))
         for table in summary_tables(items, got, summary):
             console.print(table)
+        from rtaudit.workers.fleet import fleet_roles
+
+        if "explain" in fleet_roles(s):
+            from rtaudit.workers.cli_explain import demo_explanations
+
+            demo_explanations(s, items, got, log_dir)
         if summary.received < summary.expected_verdicts or summary.dlq < summary.expected_dlq:
             console.print(f"[red]missing: {summary.expected_verdicts - summary.received} verdicts, "
                           f"{summary.expected_dlq - summary.dlq} DLQ records after {timeout} s[/red]")

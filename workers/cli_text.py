@@ -164,6 +164,9 @@ def eval_text(
                                            "pastes)")] = False,
     speech: Annotated[bool, typer.Option("--speech", help="only speech recognition: word error rate per clip of "
                                          "<data>/audio/manifest.csv through decode, VAD and Whisper")] = False,
+    explain: Annotated[bool, typer.Option("--explain", help="only the explanations' tables: Grad-CAM++ vs Grad-CAM "
+                                          "localization against NudeNet's boxes, deletion/insertion (docs/explanations.md; "
+                                          "needs no --data)")] = False,
 ) -> None:
     """Text model quality: P/R/F1 per dataset and category vs alt-profanity-check, evidence F1, evasion,
     the functional suite's pass rate per functionality, throughput.
@@ -183,6 +186,12 @@ def eval_text(
 
     if speech:
         eval_speech(data, out)
+        return
+    if explain:
+        from rtaudit.workers.cli_explain import explain_tables
+
+        for table in explain_tables(data / "images" / "photos"):
+            out.print(table)
         return
     if functional:
         scorer = TextScorer(artifacts_dir=artifacts)

@@ -33,7 +33,8 @@ from rtaudit.schemas.errors import AuditError, MediaTooLarge
 from pydantic import BaseModel
 
 from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, DLQRecord, MediaItem, Verdict
-from rtaudit.topics.catalog import DLQ, REQUESTS, VERDICTS
+from rtaudit.schemas.explain import Explanation, ExplainRequest
+from rtaudit.topics.catalog import DLQ, EXPLAIN_REQUESTS, EXPLANATIONS, REQUESTS, VERDICTS
 from rtaudit.workers.kafka import ErrorRecorder, check_cluster, consumer_config, producer_config
 from rtaudit.workers.offsets import OffsetGapGuard
 from rtaudit.workers.producer import RecoveringProducer
@@ -108,11 +109,11 @@ class AuditClient:
         if self._on_delivered is not None:
             self._on_delivered(key)
 
-    def submit_raw(self, key: bytes | None, value: bytes) -> None:
+    def submit_raw(self, key: bytes | None, value: bytes, topic: str = REQUESTS) -> None:
         """Publish raw bytes as is (used to send malformed input on purpose)."""
         while True:
             try:
-                self._producer.produce(REQUESTS, key=key, value=value, on_delivery=self._on_delivery)
+                self._producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
                 break
             except BufferError:
                 self._producer.poll(0.05)
@@ -121,6 +122,13 @@ class AuditClient:
     def submit(self, request: AuditRequest) -> None:
         """Publish one request (asynchronous: :meth:`flush` waits for the acknowledgement)."""
         self.submit_raw(request.request_id.encode(), encode(request))
+
+    def request_explanation(self, request_id: str, part: str | None = None) -> None:
+        """Ask the explain role for heatmaps of ``request_id``'s image parts (all, or ``part``,
+        e.g. ``"image:0"``); they come on ``audit.explanations`` (:func:`explanation_reader`),
+        ``trigger="on_demand"``. Asynchronous, as :meth:`submit`."""
+        ask = ExplainRequest(request_id=request_id, part=part, requested_at_ms=now_ms())
+        self.submit_raw(request_id.encode(), encode(ask), EXPLAIN_REQUESTS)
 
     def flush(self, timeout_s: float = 30.0) -> None:
         """Wait up to ``timeout_s`` seconds for every acknowledgement.
@@ -357,6 +365,17 @@ class RecordReader(Generic[R]):
 def verdict_reader(settings: Settings, dedupe: bool = True) -> RecordReader[Verdict]:
     """Reader of ``audit.verdicts`` keyed by request id; drops repeated verdicts unless ``dedupe=False``."""
     return RecordReader(settings, VERDICTS, Verdict, dedupe=dedupe)
+
+
+def explanation_key(e: Explanation) -> str:
+    """``"<request_id>/<part>/<trigger>"``: the id explanation readers match and deduplicate on."""
+    return f"{e.request_id}/{e.part}/{e.trigger}"
+
+
+def explanation_reader(settings: Settings, dedupe: bool = True) -> RecordReader[Explanation]:
+    """Reader of ``audit.explanations``, keyed by :func:`explanation_key` (one record per request
+    id, image part and trigger unless ``dedupe=False``); join them to verdicts on ``request_id``."""
+    return RecordReader(settings, EXPLANATIONS, Explanation, key_of=explanation_key, dedupe=dedupe)
 
 
 def dlq_reader(settings: Settings) -> RecordReader[DLQRecord]:

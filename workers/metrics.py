@@ -31,6 +31,15 @@ END_TO_END_SECONDS = Histogram(
     "rtaudit_end_to_end_latency_seconds", "Request created_at to verdict produced, seconds.",
     buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
+EXPLANATIONS = Counter(
+    "rtaudit_explanations_total", "Evidence records of the explain role, per trigger (verdict|on_demand) and status "
+    "(ok|unavailable|error).", ["trigger", "status"],
+)
+EXPLAIN_SECONDS = Histogram(
+    "rtaudit_explain_seconds", "Time to decode an image and compute its heatmap in the explain role, seconds.", ["method"],
+    buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+EXPLAIN_HELD_BYTES = Gauge("rtaudit_explain_held_bytes", "Raw image-task bytes the explain role holds in memory.")
 FETCH_GAPS = Counter(
     "rtaudit_fetch_gaps_total",
     "Offsets a fetch skipped, per role and topic: 'reread' (the consumer was sought back to them) or "

@@ -100,10 +100,11 @@ def test_a_misspelt_variable_is_an_error(no_broker, monkeypatch):
 
 
 def test_replicas_of_an_unknown_role_list_the_valid_roles():
-    from rtaudit.workers.fleet import ROLES
+    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES
 
-    with pytest.raises(typer.BadParameter, match=f"unknown role 'bogus' in 'bogus=2': roles are {', '.join(ROLES)}"):
+    with pytest.raises(typer.BadParameter, match=f"unknown role 'bogus' in 'bogus=2': roles are {', '.join(ROLES + OPTIONAL_ROLES)}"):
         _parse_replicas(["bogus=2"])
+    assert _parse_replicas(["explain=2"]) == {"explain": 2}
     with pytest.raises(typer.BadParameter, match="N >= 1"):
         _parse_replicas(["ocr=0"])
     assert _parse_replicas(["ocr=2", "text=1"]) == {"ocr": 2, "text": 1}
