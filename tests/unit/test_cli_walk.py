@@ -24,6 +24,7 @@ NO_BROKER: dict[str, tuple[list[str], int, str]] = {
     "dlq": ([], 2, "no broker at"),
     "verdicts": ([], 1, "no broker at"),
     "submit": (["{tmp}/hello.txt"], 1, "no broker at"),
+    "explain": (["req-1"], 2, "no broker at"),
     "control status": ([], 2, "no broker at"),
     "control history": ([], 2, "no broker at"),
     "control rollout start": (["text", "--candidate", "v2"], 2, "no text bundle v2 in the store"),
