@@ -214,13 +214,9 @@ def video_frames(data: bytes, params: SamplingParams, *, max_duration_s: float, 
     """
     import av
 
-    if not data:
-        raise MediaUndecodable("empty media item (0 bytes)")
-    try:
-        container = av.open(io.BytesIO(data), mode="r")
-    except av.FFmpegError as exc:
-        raise MediaUndecodable(f"not a media container FFmpeg can read ({len(data)} bytes): {describe(exc)}") from None
-    with container:
+    from rtaudit.engine.audio.decode import open_container
+
+    with open_container(data) as container:
         has_audio = bool(container.streams.audio)
         if not container.streams.video:
             return VideoFrames((), _seconds(container.duration) or 0.0, has_audio, 0, False,

@@ -21,6 +21,7 @@ from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
 from rtaudit.engine.batcher import BatcherConfig
+from rtaudit.engine.cpu import usable_cores  # noqa: F401  (Settings.model_threads; callers import it from here too)
 from rtaudit.engine.frames import SamplingParams
 from rtaudit.engine.isolation import Isolated
 from rtaudit.engine.media import MediaPolicy
@@ -472,12 +473,6 @@ class Settings(BaseSettings):
         return PolicyBook(default=self.default, tenants=self.tenants)
 
 
-def usable_cores() -> int:
-    """CPUs this process may run on (its affinity mask; ``os.cpu_count()`` where there is none)."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        return os.cpu_count() or 1
 
 
 class SettingsError(ValueError):

@@ -39,19 +39,32 @@ class DecodedAudio:
         return len(self.samples) / SAMPLE_RATE_HZ
 
 
+def open_container(data: bytes):  # type: ignore[no-untyped-def]
+    """``av.open`` over the bytes of one media item (an ``av.container.InputContainer``; use it as a
+    context manager).
+
+    Raises:
+        MediaUndecodable: 0 bytes, or not a container FFmpeg can open (the message names the size and
+            FFmpeg's reason, never the bytes).
+    """
+    import av
+
+    if not data:
+        raise MediaUndecodable("empty media item (0 bytes)")
+    try:
+        return av.open(io.BytesIO(data), mode="r")
+    except av.FFmpegError as exc:
+        raise MediaUndecodable(f"not a media container FFmpeg can read ({len(data)} bytes): {describe(exc)}") from None
+
+
 def has_audio_stream(data: bytes) -> bool:
     """Whether the container in ``data`` holds at least one audio stream (header only, nothing decoded).
 
     Raises:
         MediaUndecodable: not a container FFmpeg can open.
     """
-    import av
-
-    try:
-        with av.open(io.BytesIO(data), mode="r") as container:
-            return bool(container.streams.audio)
-    except av.FFmpegError as exc:
-        raise MediaUndecodable(f"not a media container FFmpeg can read ({len(data)} bytes): {describe(exc)}") from None
+    with open_container(data) as container:
+        return bool(container.streams.audio)
 
 
 def decode_audio(data: bytes, *, max_duration_s: float, min_duration_s: float = 0.0) -> DecodedAudio:
@@ -73,13 +86,7 @@ def decode_audio(data: bytes, *, max_duration_s: float, min_duration_s: float = 
     """
     import av
 
-    if not data:
-        raise MediaUndecodable("empty media item (0 bytes)")
-    try:
-        container = av.open(io.BytesIO(data), mode="r")
-    except av.FFmpegError as exc:
-        raise MediaUndecodable(f"not a media container FFmpeg can read ({len(data)} bytes): {describe(exc)}") from None
-    with container:
+    with open_container(data) as container:
         if not container.streams.audio:
             kinds = ", ".join(sorted({s.type for s in container.streams})) or "no streams"
             raise MediaUndecodable(f"no audio stream in the {container.format.name} container ({kinds})")

@@ -411,7 +411,7 @@ class MiniLMEncoder:
                  intra_op_threads: int = 0, precision: str | None = None, delta: EncoderDelta | None = None,
                  cuda: "CudaOptions | None" = None) -> None:
         from rtaudit.engine.models.onnx import CUDA, on_cuda, providers, session
-        from rtaudit.workers.settings import usable_cores
+        from rtaudit.engine.cpu import usable_cores
 
         self.max_tokens = max_tokens
         self.batch_size = batch_size
