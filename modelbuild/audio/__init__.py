@@ -1,0 +1,1 @@
+"""Evaluation of the speech path (:mod:`~rtaudit.modelbuild.audio.evaluation`: word error rate)."""

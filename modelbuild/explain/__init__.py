@@ -1,0 +1,1 @@
+"""Evaluation of the explanation heatmaps (:mod:`~rtaudit.modelbuild.explain.evaluation`)."""
