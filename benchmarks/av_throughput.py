@@ -43,7 +43,7 @@ from rtaudit.engine.models.video import VideoStage
 from rtaudit.engine.stage import process_batch
 from rtaudit.engine.text.scoring import TextScorer
 from rtaudit.schemas.messages import MediaItem, ModalityTask
-from rtaudit.workers.demo_av import clip, encode_audio, encode_video, text_frame
+from rtaudit.tools.demo.clips import clip, encode_audio, encode_video, text_frame
 
 
 def task(data: bytes, modality: str, part: str | None = None) -> ModalityTask:

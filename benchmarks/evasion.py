@@ -4,7 +4,7 @@ Usage: ``python benchmarks/evasion.py [--n 300] [--seed 0] [--data ../shared/dat
 
 Offensive texts: ``n`` tweets of class 1 ("offensive language") from Davidson
 et al. 2017 (``text/davidson/labeled_data.csv``), drawn with ``seed``; benign
-texts: :mod:`rtaudit.engine.text.benign`; and, to check that normalization invents no
+texts: :mod:`rtaudit.modelbuild.text.benign`; and, to check that normalization invents no
 flags, every class-2 ("neither") tweet scored raw and normalized. Scorer: alt-profanity-check
 (:class:`rtaudit.engine.models.profanity.ProfanityScorer`) at threshold 0.5.
 """
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rtaudit.engine.models.profanity import ProfanityScorer  # noqa: E402
-from rtaudit.engine.text.robustness import evasion_report, format_reports, newly_flagged, normalized  # noqa: E402
+from rtaudit.modelbuild.text.robustness import evasion_report, format_reports, newly_flagged, normalized  # noqa: E402
 
 
 def davidson(csv_path: Path, label: str, n: int | None = None, seed: int = 0) -> list[str]:

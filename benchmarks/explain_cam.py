@@ -45,7 +45,7 @@ def main() -> None:
     args = ap.parse_args()
 
     import torch
-    from rtaudit.engine.explain import evaluation as ev
+    from rtaudit.modelbuild.explain import evaluation as ev
     from rtaudit.engine.explain.cam import CamExplainer
     from rtaudit.engine.explain.classifier import OpenNSFW, preprocess
 

@@ -26,9 +26,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rtaudit.engine.text import data as D  # noqa: E402
-from rtaudit.engine.text import evaluation as ev  # noqa: E402
-from rtaudit.engine.text import functional as fs  # noqa: E402
+from rtaudit.modelbuild.text import data as D  # noqa: E402
+from rtaudit.modelbuild.text import evaluation as ev  # noqa: E402
+from rtaudit.modelbuild.text import functional as fs  # noqa: E402
 from rtaudit.engine.text.scoring import TextScorer  # noqa: E402
 
 

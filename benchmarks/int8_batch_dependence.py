@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 def texts_to_score(data: Path, chitchat: int) -> tuple[list[str], str]:
     """The texts and a line saying where they come from."""
-    from rtaudit.engine.text import benign
-    from rtaudit.engine.text import data as D
-    from rtaudit.engine.text.functional import build_suite
+    from rtaudit.modelbuild.text import benign
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.modelbuild.text.functional import build_suite
 
     texts = [c.text for c in build_suite()] + list(benign.BENIGN_TEXTS) + benign.emoji_chat()
     parts = [f"{len(texts)} of the project's own"]

@@ -13,7 +13,7 @@ One run measures both graphs that ``rtaudit text build-encoder`` puts in the cac
   which shows how much of the gain is quantization. The graphs
   alternate within each of ``--rounds`` rounds (so a load spike from other processes hits
   all of them), and the table gives the median round and the best round.
-* **quality**: ``rtaudit eval``'s classification (:func:`rtaudit.engine.text.evaluation.classification`)
+* **quality**: ``rtaudit eval``'s classification (:func:`rtaudit.modelbuild.text.evaluation.classification`)
   with the trained heads of ``engine/text/artifacts`` on top of each graph's embeddings:
   macro-F1 per dev set (COLD is scored by the Chinese model, which uses no encoder, so its
   row only confirms that; the Jigsaw sample is a test split: printed for reference, not part
@@ -40,9 +40,9 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from rtaudit.engine.text import data as D  # noqa: E402
+from rtaudit.modelbuild.text import data as D  # noqa: E402
 from rtaudit.engine.text import encoder as E  # noqa: E402
-from rtaudit.engine.text import evaluation as ev  # noqa: E402
+from rtaudit.modelbuild.text import evaluation as ev  # noqa: E402
 
 PRECISIONS = ("fp32", "int8")
 TARGET_SPEEDUP, TARGET_F1_LOSS = 2.0, 0.01
@@ -93,7 +93,7 @@ def quality(root: Path, threads: int, max_rows: int | None,
             retrain: bool) -> dict[str, dict[str, tuple[str, int, float]]]:
     """Macro-F1 per eval set: ``fp32`` and ``int8`` with the shipped heads; with ``retrain`` also
     ``int8 retrained``: the English head refitted on int8 embeddings by ``rtaudit text train``'s own
-    :func:`rtaudit.engine.text.train.train_english` (train rows fitted; C and thresholds on dev rows, as for
+    :func:`rtaudit.modelbuild.text.train.train_english` (train rows fitted; C and thresholds on dev rows, as for
     the shipped head; no test split), kept in memory: ``engine/text/artifacts`` is not touched."""
     from rtaudit.engine.text.scoring import TextScorer
 
@@ -112,7 +112,7 @@ def quality(root: Path, threads: int, max_rows: int | None,
         measure(p, scorer, started)
         memo.save()
     if retrain:
-        from rtaudit.engine.text.train import train_english
+        from rtaudit.modelbuild.text.train import train_english
 
         started = time.perf_counter()
         scorer.head, report = train_english(root, scorer.encoder, scorer.lexical)  # the int8 scorer, memo on

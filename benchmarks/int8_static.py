@@ -43,7 +43,7 @@ def main() -> None:
     import onnxruntime as ort
     from onnxruntime.quantization import CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType, quantize_static
 
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
     from rtaudit.engine.text import encoder as E
     from rtaudit.engine.text.normalize import normalize
 

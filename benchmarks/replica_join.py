@@ -20,9 +20,9 @@ import uuid
 from pathlib import Path
 
 from rtaudit.topics.catalog import lane_topic
-from rtaudit.workers.bench.load import Send, send_open_loop
-from rtaudit.workers.bench.rig import Rig
-from rtaudit.workers.bench.inputs import task_value
+from rtaudit.tools.bench.load import Send, send_open_loop
+from rtaudit.tools.bench.rig import Rig
+from rtaudit.tools.bench.inputs import task_value
 from rtaudit.workers.settings import load_settings
 
 

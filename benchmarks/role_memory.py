@@ -28,9 +28,9 @@ from pathlib import Path
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest
-from rtaudit.workers.bench.inputs import Corpus
+from rtaudit.tools.bench.inputs import Corpus
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.settings import Settings
 
 

@@ -1,5 +1,5 @@
 """Tenant isolation (issue 10) through a real fleet, with every knob: ``rtaudit bench --isolation`` runs
-the defaults. The machinery and the method are in ``workers/bench/isolation.py``: router, fusion and a
+the defaults. The machinery and the method are in ``tools/bench/isolation.py``: router, fusion and a
 text worker whose model sleeps ``--batch-ms + --item-ms`` x n per batch, on a private embedded broker;
 per configuration, the quiet tenant alone then next to a tenant flooding at ``--flood-x`` x the text
 stage's capacity; prints the ratio table and the per-hop table, writes ``isolation.json``.
@@ -14,7 +14,7 @@ import argparse
 import os
 from pathlib import Path
 
-from rtaudit.workers.bench.isolation import CONFIGS, Cost, IsolationOptions, main
+from rtaudit.tools.bench.isolation import CONFIGS, Cost, IsolationOptions, main
 
 
 def options(argv: list[str] | None = None) -> IsolationOptions:
@@ -40,7 +40,7 @@ def options(argv: list[str] | None = None) -> IsolationOptions:
 
 if __name__ == "__main__":
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
 
     raise_keyboard_interrupt_on()
     main(options())

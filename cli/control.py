@@ -5,7 +5,7 @@ by compare-and-swap (:func:`rtaudit.workers.control.publish`): ``--expect-versio
 the operator saw; when another writer moved the subject on, the command prints one line with the
 version in force and exits 1. Bad input (an unknown tenant format, a weight outside ``[0, 100]``, a
 candidate not in the store, bad settings) and an unreachable broker exit 2 with one line on stderr,
-before anything is published. What the tables show is built in :mod:`rtaudit.workers.control_view`.
+before anything is published. What the tables show is built in :mod:`rtaudit.cli.control_view`.
 """
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from rich.markup import escape
 from rich.table import Table
 
 from rtaudit.engine.policy import uncovered_stage_message, uncovered_stages, unknown_category_message
-from rtaudit.workers import control_view as view
-from rtaudit.workers.cli_common import fail, settings_or_exit
+from rtaudit.cli import control_view as view
+from rtaudit.cli.common import fail, settings_or_exit
 from rtaudit.workers.settings import Settings
 
 control_app = typer.Typer(help="Rollouts, tenant policies and priorities on audit.control; the fleet's status.",

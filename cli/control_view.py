@@ -3,7 +3,7 @@ force, the history of ``audit.control``, the flags of a worker that serves anoth
 than the one in force, relative and ISO 8601 times, and the payloads the commands publish.
 
 Everything here is pure (time is passed in, records are plain tuples), so it is unit-tested
-without a broker (``tests/unit/test_cli_control.py``); :mod:`rtaudit.workers.cli_control` reads the
+without a broker (``tests/unit/test_cli_control.py``); :mod:`rtaudit.cli.control` reads the
 topics and calls it.
 """
 

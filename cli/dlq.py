@@ -17,7 +17,7 @@ from typing import Annotated
 import typer
 
 from rtaudit.schemas.messages import DLQRecord
-from rtaudit.workers.cli_common import ConfigOpt, fail, settings_or_exit
+from rtaudit.cli.common import ConfigOpt, fail, settings_or_exit
 
 #: bytes of the original record ``--original`` prints.
 ORIGINAL_PREVIEW_BYTES = 120

@@ -14,7 +14,7 @@ from rich.table import Table
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.explain import Explanation
-from rtaudit.workers.cli_common import ConfigOpt, console, fail, settings_or_exit
+from rtaudit.cli.common import ConfigOpt, console, fail, settings_or_exit
 
 #: how long to keep collecting a request's other parts after its first answer, s.
 SETTLE_S = 2.0
@@ -179,8 +179,8 @@ def explain_tables(photos: Path | None) -> list[Table]:
     """``rtaudit eval --explain``: localization of Grad-CAM++ and Grad-CAM against NudeNet 320n's
     boxes (peak box at two thresholds: mean IoU, share at IoU >= 0.5, pointing game) and their
     deletion / insertion AUC, on scikit-image's photos plus ``photos`` when it exists
-    (:mod:`rtaudit.engine.explain.evaluation`)."""
-    from rtaudit.engine.explain import evaluation as ev
+    (:mod:`rtaudit.modelbuild.explain.evaluation`)."""
+    from rtaudit.modelbuild.explain import evaluation as ev
     from rtaudit.engine.explain.cam import CamExplainer
     from rtaudit.engine.explain.classifier import OpenNSFW
 

@@ -1,5 +1,5 @@
 """``rtaudit bench``, ``rtaudit fuzz`` and ``rtaudit chaos``: the harnesses, each on a fleet of its own
-on a private embedded broker (registered on the ``rtaudit`` app by :mod:`rtaudit.workers.cli`)."""
+on a private embedded broker (registered on the ``rtaudit`` app by :mod:`rtaudit.cli.main`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Annotated, Optional
 import typer
 from rich.table import Table
 
-from rtaudit.workers.cli_common import ConfigOpt, console, fail, settings_or_exit
+from rtaudit.cli.common import ConfigOpt, console, fail, settings_or_exit
 from rtaudit.workers.settings import Settings
 
 
@@ -42,7 +42,7 @@ def bench(
                                                  "router, text, fusion and the fleet at saturation and at 10 % load, against the raw client")] = None,
     role: Annotated[list[str], typer.Option("--role", "-r", help="with --model: router | text | fusion | fleet (repeat; default: all)")] = [],  # noqa: B006
     records: Annotated[Optional[int], typer.Option(help="with --model: requests produced at once per target (default 20000, --quick 5000)")] = None,
-    isolation: Annotated[bool, typer.Option("--isolation", help="tenant isolation instead (workers/bench/isolation.py): a quiet tenant's P50/P99 alone "
+    isolation: Annotated[bool, typer.Option("--isolation", help="tenant isolation instead (tools/bench/isolation.py): a quiet tenant's P50/P99 alone "
                                             "and next to a tenant flooding at 5x the text stage's capacity, per quota configuration, through a real "
                                             "fleet: ~6 min on 2 cores, --quick ~3-4 min")] = False,
     config: ConfigOpt = None,
@@ -50,17 +50,17 @@ def bench(
     """Stepped open-loop load per model stage and for the whole fleet, against the model's
     batched limit and a naive consumer, on a private embedded broker (loopback only).
     Prints the tables and target ratios; writes bench.json and bench.png.
-    With --model: the overhead bench (workers/bench/overhead.py), overhead.json."""
-    from rtaudit.workers import bench as b
-    from rtaudit.workers.bench.report import plot, tables, write_json
+    With --model: the overhead bench (tools/bench/overhead.py), overhead.json."""
+    from rtaudit.tools import bench as b
+    from rtaudit.tools.bench.report import plot, tables, write_json
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
         if os.environ.pop(name, None) is not None:
             console.print(f"[yellow]bench runs on its own embedded broker on loopback: ignoring {name}[/yellow]")
     out = out.resolve()
     if isolation:
-        from rtaudit.workers.bench.isolation import IsolationOptions, main as isolation_main
-        from rtaudit.workers.children import raise_keyboard_interrupt_on
+        from rtaudit.tools.bench.isolation import IsolationOptions, main as isolation_main
+        from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
 
         raise_keyboard_interrupt_on()
         isolation_main((IsolationOptions.quick if quick else IsolationOptions)(out_dir=out / "isolation"),
@@ -102,8 +102,8 @@ def bench(
                       f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}", markup=False)
 
     # SIGTERM (e.g. `timeout`) and SIGHUP unwind like Ctrl-C: the workers and the broker are
-    # stopped; whatever else ends this process, its children die with it (workers/children.py)
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    # stopped; whatever else ends this process, its children die with it (tools/fleet/children.py)
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
 
     raise_keyboard_interrupt_on()
     run = b.Bench(opts, s, on_step, lambda msg: console.print(msg, markup=False)).run()
@@ -117,9 +117,9 @@ def bench(
 
 def _bench_overhead(s: Settings, model: str, roles: tuple[str, ...], records: Optional[int], quick: bool, out: Path, config: Optional[Path]) -> None:
     """``rtaudit bench --model``: the overhead table on stdout, overhead.json in ``out``."""
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
-    from rtaudit.workers.bench.overhead import MODELS, TARGETS, OverheadBench, OverheadOptions
-    from rtaudit.workers.bench.report import overhead_table, write_overhead_json
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
+    from rtaudit.tools.bench.overhead import MODELS, TARGETS, OverheadBench, OverheadOptions
+    from rtaudit.tools.bench.report import overhead_table, write_overhead_json
 
     if model not in MODELS:
         raise typer.BadParameter(f"--model must be one of {', '.join(MODELS)}, got {model!r}")
@@ -152,8 +152,8 @@ def fuzz(
     fleet on a private embedded broker. Prints, per mutation kind, verdicts and DLQ records;
     exits 1 unless every request got an answer (a verdict whenever an id is readable) and no
     worker crashed."""
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
-    from rtaudit.workers.fuzz.harness import FuzzOptions, run, tables
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
+    from rtaudit.tools.fuzz.harness import FuzzOptions, run, tables
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE", "RTAUDIT_CONFIG"):
         if os.environ.pop(name, None) is not None:
@@ -195,8 +195,8 @@ def chaos(
     broker while random workers are killed with kill -9 (and, unless --quick, every role is
     restarted with SIGTERM in turn); then audit.verdicts is read whole and the table says what
     was lost or repeated. Exit 1 when a request was lost or the client saw a duplicate."""
-    from rtaudit.workers import chaos as c
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
+    from rtaudit.tools import chaos as c
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
         if os.environ.pop(name, None) is not None:

@@ -15,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.workers.cli_common import fail, settings_or_exit
+from rtaudit.cli.common import fail, settings_or_exit
 from rtaudit.workers.settings import Settings
 
 app = typer.Typer(help="rtaudit: real-time multimodal content moderation on Kafka.", no_args_is_help=True)
@@ -23,23 +23,23 @@ topics_app = typer.Typer(help="Create or verify the topic catalogue.", no_args_i
 schemas_app = typer.Typer(help="Export or check the JSON Schema files.", no_args_is_help=True)
 app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
-from rtaudit.workers.cli_text import eval_text, text_app  # noqa: E402  (rtaudit text build-encoder|train, rtaudit eval)
+from rtaudit.cli.text import eval_text, text_app  # noqa: E402  (rtaudit text build-encoder|train, rtaudit eval)
 app.add_typer(text_app, name="text")
-from rtaudit.workers.cli_multilingual import text_train_multilingual  # noqa: E402  (rtaudit text train-multilingual)
+from rtaudit.cli.multilingual import text_train_multilingual  # noqa: E402  (rtaudit text train-multilingual)
 text_app.command("train-multilingual")(text_train_multilingual)
 app.command("eval")(eval_text)
-from rtaudit.workers.cli_harness import bench, chaos, fuzz  # noqa: E402  (rtaudit bench|fuzz|chaos)
+from rtaudit.cli.harness import bench, chaos, fuzz  # noqa: E402  (rtaudit bench|fuzz|chaos)
 for _harness in (bench, fuzz, chaos):
     app.command()(_harness)
-from rtaudit.workers.cli_control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
+from rtaudit.cli.control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
 app.add_typer(control_app, name="control")
-from rtaudit.workers.cli_model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
+from rtaudit.cli.model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
 app.add_typer(model_app, name="model")
-from rtaudit.workers.cli_dlq import dlq  # noqa: E402  (rtaudit dlq)
+from rtaudit.cli.dlq import dlq  # noqa: E402  (rtaudit dlq)
 app.command()(dlq)
-from rtaudit.workers.cli_explain import explain  # noqa: E402  (rtaudit explain REQUEST_ID)
+from rtaudit.cli.explain import explain  # noqa: E402  (rtaudit explain REQUEST_ID)
 app.command()(explain)
-from rtaudit.workers.cli_common import ConfigOpt, console  # noqa: E402
+from rtaudit.cli.common import ConfigOpt, console  # noqa: E402
 
 
 def _settings_source(config: Path | None) -> str:
@@ -72,9 +72,9 @@ def broker(
 ) -> None:
     """Run the embedded tansu broker in the foreground (memory-only) until Ctrl-C or SIGTERM;
     it stops with this command whatever ends it. Refuses a port another process holds."""
-    from rtaudit.workers.broker import EmbeddedBroker
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
-    from rtaudit.workers.fleet_record import Claim, FleetRecord, new_run_id
+    from rtaudit.tools.fleet.broker import EmbeddedBroker
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
+    from rtaudit.tools.fleet.record import Claim, FleetRecord, new_run_id
 
     s = _settings(config)
     s = s.model_copy(update={"bootstrap_servers": None, "embedded_port": port or s.embedded_port})
@@ -94,9 +94,9 @@ def broker(
 
 
 def _claim_or_exit(claim):  # type: ignore[no-untyped-def]
-    """Take ``claim`` (:class:`rtaudit.workers.fleet_record.Claim`) or exit 1 with the one line that names
+    """Take ``claim`` (:class:`rtaudit.tools.fleet.record.Claim`) or exit 1 with the one line that names
     the fleet or process holding the broker address and how to stop it."""
-    from rtaudit.workers.fleet_record import FleetConflict
+    from rtaudit.tools.fleet.record import FleetConflict
 
     try:
         return claim.acquire()
@@ -123,10 +123,10 @@ def _run_log_dir(s, run_id: str) -> Path:  # type: ignore[no-untyped-def]
 
 
 def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # type: ignore[no-untyped-def]
-    """A supervised :class:`rtaudit.workers.fleet.Fleet` that reports its progress on the console;
+    """A supervised :class:`rtaudit.tools.fleet.local.Fleet` that reports its progress on the console;
     started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
-    from rtaudit.workers.children import raise_keyboard_interrupt_on
-    from rtaudit.workers.fleet import Fleet, FleetNotReady, explain_unavailable, fleet_roles
+    from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
+    from rtaudit.tools.fleet.local import Fleet, FleetNotReady, explain_unavailable, fleet_roles
     from rtaudit.workers.metrics import serve
 
     raise_keyboard_interrupt_on()
@@ -214,7 +214,7 @@ def schemas_export() -> None:
 @app.command()
 def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion | explain")]) -> None:
     """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
-    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES, faust_executable
+    from rtaudit.tools.fleet.local import OPTIONAL_ROLES, ROLES, faust_executable
 
     if role not in ROLES + OPTIONAL_ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES + OPTIONAL_ROLES)}")
@@ -224,7 +224,7 @@ def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
     """``ROLE=N`` pairs; raises ``typer.BadParameter`` for an unknown role or N < 1."""
-    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES
+    from rtaudit.tools.fleet.local import OPTIONAL_ROLES, ROLES
 
     out = {}
     for v in values:
@@ -248,7 +248,7 @@ def up(
     Supervised: a worker that exits is restarted with backoff (each restart printed), the
     embedded broker too (with its topics and every worker); no child outlives this command.
     Refuses a broker address that another fleet or process holds (``rtaudit down`` stops one)."""
-    from rtaudit.workers.fleet_record import Claim, FleetRecord, new_run_id
+    from rtaudit.tools.fleet.record import Claim, FleetRecord, new_run_id
 
     s = _settings(config)
     parsed = _parse_replicas(replicas)
@@ -285,8 +285,8 @@ def down(
     `rtaudit up`, which stops its workers and broker."""
     import signal as signals
 
-    from rtaudit.workers.broker import is_listening
-    from rtaudit.workers.fleet_record import read_claim
+    from rtaudit.tools.fleet.broker import is_listening
+    from rtaudit.tools.fleet.record import read_claim
 
     s = _settings(config)
     if port is not None:
@@ -308,7 +308,7 @@ def down(
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
-    """One red line on stderr (:func:`rtaudit.workers.cli_common.fail`); here the default code is 1."""
+    """One red line on stderr (:func:`rtaudit.cli.common.fail`); here the default code is 1."""
     return fail(message, code)
 
 
@@ -321,7 +321,7 @@ def _quiet_librdkafka(verbose: bool) -> None:
 
 def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
     """Why verdicts may not come: roles with no running worker, else the fleet is slow."""
-    from rtaudit.workers.fleet import ROLES
+    from rtaudit.tools.fleet.local import ROLES
     from rtaudit.workers.kafka import groups_without_members
 
     idle = groups_without_members(s, [f"rtaudit-{r}" for r in ROLES])
@@ -355,7 +355,7 @@ def submit(
     from rtaudit.workers.client import (
         AuditClient, DeliveryError, VerdictTimeout, request_from_path, request_from_uri, verdict_reader,
     )
-    from rtaudit.workers.demo import verdict_line
+    from rtaudit.tools.demo.corpus import verdict_line
     from rtaudit.workers.kafka import ClusterError, check_cluster
 
     s = _settings(config)
@@ -419,9 +419,9 @@ def verdicts(
     here; for an older one (--from-beginning), its own latency (decided - created).
     With --explanations, each evidence record of the explain role prints as an indented line
     naming its request id (it comes after its verdict: the role explains decided requests)."""
-    from rtaudit.workers.cli_explain import explanation_line
+    from rtaudit.cli.explain import explanation_line
     from rtaudit.workers.client import explanation_reader, verdict_reader
-    from rtaudit.workers.demo import verdict_line
+    from rtaudit.tools.demo.corpus import verdict_line
     from rtaudit.workers.kafka import ClusterError
     from rtaudit.engine.clock import now_ms
     from rtaudit.topics.catalog import VERDICTS
@@ -472,9 +472,9 @@ def demo(
     a broker address held by another fleet or process."""
     from rtaudit.engine.clock import now_ms
     from rtaudit.workers.client import AuditClient, dlq_reader, verdict_reader
-    from rtaudit.workers.demo import build_corpus, summarize, summary_tables, verdict_line
-    from rtaudit.workers.fleet import Fleet, FleetNotReady
-    from rtaudit.workers.fleet_record import Claim, FleetConflict, FleetRecord, new_run_id
+    from rtaudit.tools.demo.corpus import build_corpus, summarize, summary_tables, verdict_line
+    from rtaudit.tools.fleet.local import Fleet, FleetNotReady
+    from rtaudit.tools.fleet.record import Claim, FleetConflict, FleetRecord, new_run_id
 
     s = _settings(config)
     run_id = new_run_id()
@@ -523,10 +523,10 @@ def demo(
         summary = summarize(items, got, started, dlq=len(dead))
         for table in summary_tables(items, got, summary):
             console.print(table)
-        from rtaudit.workers.fleet import fleet_roles
+        from rtaudit.tools.fleet.local import fleet_roles
 
         if "explain" in fleet_roles(s):
-            from rtaudit.workers.cli_explain import demo_explanations
+            from rtaudit.cli.explain import demo_explanations
 
             demo_explanations(s, items, got, log_dir)
         if summary.received < summary.expected_verdicts or summary.dlq < summary.expected_dlq:

@@ -19,7 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from rtaudit.workers.cli_common import fail, settings_or_exit
+from rtaudit.cli.common import fail, settings_or_exit
 
 model_app = typer.Typer(help="Package, publish and list model bundles (versioned, content-addressed).",
                         no_args_is_help=True)

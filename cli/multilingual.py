@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.workers.cli_common import MarkdownConsole
+from rtaudit.cli.common import MarkdownConsole
 
 
 def text_train_multilingual(
@@ -20,8 +20,8 @@ def text_train_multilingual(
 ) -> None:
     """Train the per-language character n-gram models (es fr de pt it ru ar hi); write their .npz and manifest."""
     from rtaudit.engine.text import multilingual as ML
-    from rtaudit.engine.text import multilingual_data as MD
-    from rtaudit.engine.text.multilingual_train import train_all
+    from rtaudit.modelbuild.text import multilingual_data as MD
+    from rtaudit.modelbuild.text.multilingual_train import train_all
 
     root = data or MD.default_data_dir()
     langs = tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else ML.LANGUAGES
@@ -47,8 +47,8 @@ def text_train_multilingual(
 def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Path | None, quick: bool) -> None:  # type: ignore[no-untyped-def]
     """The per-language table of ``rtaudit eval``: held-out test split (P/R/F1 through the whole scorer)
     and the benign-sentence false-positive rate; one line instead when the data is missing."""
-    from rtaudit.engine.text import multilingual_data as MD
-    from rtaudit.engine.text import multilingual_train as MT
+    from rtaudit.modelbuild.text import multilingual_data as MD
+    from rtaudit.modelbuild.text import multilingual_train as MT
 
     root = data or MD.default_data_dir()
     gone = MD.missing(root)

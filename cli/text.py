@@ -1,5 +1,5 @@
 """``rtaudit text build-encoder|train`` and ``rtaudit eval``: build, train and evaluate the text
-models (:mod:`rtaudit.engine.text`); registered on the ``rtaudit`` app by :mod:`rtaudit.workers.cli`."""
+models (:mod:`rtaudit.engine.text`); registered on the ``rtaudit`` app by :mod:`rtaudit.cli.main`."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.workers.cli_common import MarkdownConsole, console, settings_or_exit
-from rtaudit.workers.cli_multilingual import multilingual_section
+from rtaudit.cli.common import MarkdownConsole, console, settings_or_exit
+from rtaudit.cli.multilingual import multilingual_section
 
 text_app = typer.Typer(help="Build and train the text models (engine/text).", no_args_is_help=True)
 #: ../shared/data beside the repository, the default for --data.
@@ -81,12 +81,12 @@ def text_finetune(
     refit: Annotated[bool, typer.Option(help="refit every head on the fine-tuned encoder afterwards "
                                              "(rtaudit text train's pipeline) and write the manifest")] = True,
 ) -> None:
-    """Fine-tune MiniLM-L6's layers (default all six) on the English training mix (recipe: engine/text/finetune.py),
+    """Fine-tune MiniLM-L6's layers (default all six) on the English training mix (recipe: modelbuild/text/finetune.py),
     write engine/text/artifacts/encoder_delta*.npz and refit the heads on the new encoder."""
     import json
     import logging
 
-    from rtaudit.engine.text import finetune as F
+    from rtaudit.modelbuild.text import finetune as F
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
     F.set_threads()
@@ -110,7 +110,7 @@ def text_train(
                                                 "layers included)")] = False,
 ) -> None:
     """Train the English head and the Chinese model; write engine/text/artifacts/ and its manifest."""
-    from rtaudit.engine.text.train import train_all
+    from rtaudit.modelbuild.text.train import train_all
 
     only = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
     try:
@@ -132,7 +132,7 @@ def _f(x: float) -> str:
 def eval_speech(data: Path, out: Console) -> None:
     """The word error rate table of ``rtaudit eval --speech`` (exit 2 without the clips)."""
     from rtaudit.engine.audio.asr import WhisperRecognizer
-    from rtaudit.engine.audio.evaluation import evaluate, overall_wer
+    from rtaudit.modelbuild.audio.evaluation import evaluate, overall_wer
 
     manifest = data / "audio" / "manifest.csv"
     if not manifest.is_file():
@@ -174,11 +174,11 @@ def eval_text(
     Needs the labeled datasets under ``--data`` (default ``../shared/data`` beside the
     repository); without them it prints one line on stderr saying what is missing and where
     to put it, and exits with status 2, before any model loads. ``--functional`` runs only the
-    functional suite (:mod:`rtaudit.engine.text.functional`), which needs no data.
+    functional suite (:mod:`rtaudit.modelbuild.text.functional`), which needs no data.
     """
-    from rtaudit.engine.text import data as D
-    from rtaudit.engine.text import evaluation as ev
-    from rtaudit.engine.text import functional as fs
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.modelbuild.text import evaluation as ev
+    from rtaudit.modelbuild.text import functional as fs
     from rtaudit.engine.text.scoring import TextScorer
 
     settings_or_exit(None)  # the encoder reads text_encoder_precision: a bad setting is one line, not a traceback
@@ -188,7 +188,7 @@ def eval_text(
         eval_speech(data, out)
         return
     if explain:
-        from rtaudit.workers.cli_explain import explain_tables
+        from rtaudit.cli.explain import explain_tables
 
         for table in explain_tables(data / "images" / "photos"):
             out.print(table)
@@ -265,8 +265,8 @@ def eval_text(
 
 def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-untyped-def]
     """``rtaudit eval``'s whole-document table: each flagged sentence alone and inside 5,000 benign words
-    (1,000 with ``quick``) at the start, middle and end (:mod:`rtaudit.engine.text.long_document`)."""
-    from rtaudit.engine.text import long_document as LD
+    (1,000 with ``quick``) at the start, middle and end (:mod:`rtaudit.modelbuild.text.long_document`)."""
+    from rtaudit.modelbuild.text import long_document as LD
 
     words = 1000 if quick else 5000
     rows = LD.whole_document(lambda texts: [r.scores for r in scorer.score(texts, evidence=False)], words=words)
@@ -285,8 +285,8 @@ def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None: 
     """The threat and self-harm tables of ``rtaudit eval``: held-out splits (and ToxiGen's implicit hate where its
     files are there), benign list, the issue's probes."""
     from rtaudit.engine.policy import DEFAULT_THRESHOLDS
-    from rtaudit.engine.text import data as D
-    from rtaudit.engine.text import evaluation as ev
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.modelbuild.text import evaluation as ev
 
     t = Table("text", "should flag", *D.SAFETY_CATEGORIES, "flagged (review thresholds)",
               title="Threat and self-harm probes (issue 12)")

@@ -319,7 +319,7 @@ def ready_stage(path: Path | str, settings: Any = None, *, sha256: str | None = 
 
 def reclaim_memory() -> None:
     """Collect garbage, then hand the C heap's free pages back to the OS (glibc ``malloc_trim(0)``; a no-op
-    elsewhere). Call it after dropping a swapped-out stage: measured with ``rtaudit.workers.bench.bundle_memory``
+    elsewhere). Call it after dropping a swapped-out stage: measured with ``rtaudit.tools.bench.bundle_memory``
     (text, 20 swaps, 2 cores), resident memory grew 11 % without it (freed onnxruntime and numpy buffers
     the allocator keeps) and 0.9 % with it. Takes milliseconds; call it off the hot path."""
     import ctypes

@@ -62,7 +62,7 @@ DEFAULT_THRESHOLDS: dict[str, Threshold] = {
 KNOWN_CATEGORIES: tuple[str, ...] = tuple(DEFAULT_THRESHOLDS)
 
 #: the categories each stage scores, by stage: the MiniLM text stage and the OCR stage score
-#: :data:`rtaudit.engine.text.data.CATEGORIES`, the lexical text model (``text_model = "lexical"``)
+#: :data:`rtaudit.modelbuild.text.data.CATEGORIES`, the lexical text model (``text_model = "lexical"``)
 #: ``offensive`` alone (:data:`rtaudit.engine.models.lexical.REPORTED_AS`), the image stage
 #: :data:`rtaudit.engine.models.nudity.CATEGORIES` (``tests/unit/test_settings_policy.py`` checks
 #: they agree: those modules load onnxruntime and the training data, too much for settings).

@@ -63,7 +63,7 @@ def safety_data_dir() -> Path:
     """The threat and self-harm sets (``$RTAUDIT_SAFETY_DATA``, default ``~/.cache/rtaudit/data``; not in
     ``../shared/data``: docs/text-moderation.md says where each file comes from). Skips the test when
     they are absent (counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_SAFETY_DATA=1``."""
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
 
     root = D.safety_data_dir()
     missing = [p for p in D.required_safety_files(root) if not p.is_file()]
@@ -79,7 +79,7 @@ def multilingual_data_dir() -> Path:
     """The per-language abuse sets (``$RTAUDIT_MULTILINGUAL_DATA``, default ``~/.cache/rtaudit/multilingual``;
     docs/text-moderation.md, 'Other languages', says where each file comes from). Skips the test when
     they are absent (counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_MULTILINGUAL_DATA=1``."""
-    from rtaudit.engine.text import multilingual_data as MD
+    from rtaudit.modelbuild.text import multilingual_data as MD
 
     root = MD.default_data_dir()
     return _fetched_data(root, MD.missing(root), MULTILINGUAL_SKIP_REASON, MD.DATA_ENV, "RTAUDIT_REQUIRE_MULTILINGUAL_DATA")

@@ -129,7 +129,7 @@ class TopicsMissing(ClusterError):
 def start_hint(settings: Settings) -> str:
     """How to get a broker: the embedded one locally, else the configuration to check."""
     if settings.bootstrap_servers is None:
-        from rtaudit.workers.fleet_record import live_claims
+        from rtaudit.tools.fleet.record import live_claims
 
         others = [r for r in live_claims() if r.bootstrap != settings.bootstrap]
         if others:

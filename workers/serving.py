@@ -197,7 +197,7 @@ class ServingSet:
     def _reclaim_if_due(self) -> None:
         """Give a dropped stage's memory back to the OS once the batch that may still hold it is
         over (:data:`RECLAIM_AFTER_S` later): without it, resident memory grew 11 % over 20 text
-        swaps (glibc keeps freed onnxruntime/numpy buffers), with it 0.7 % (rtaudit.workers.bench.bundle_memory)."""
+        swaps (glibc keeps freed onnxruntime/numpy buffers), with it 0.7 % (rtaudit.tools.bench.bundle_memory)."""
         released = self._released_at
         if released is not None and time.monotonic() - released >= RECLAIM_AFTER_S:
             self._released_at = None
@@ -401,8 +401,8 @@ class LazyStage:
         return took
 
 
-#: the project's own speech clip (``workers/demo_media/README.md``): the audio warm-up item.
-WARMUP_SPEECH = Path(__file__).parent / "demo_media" / "speech_benign.ogg"
+#: the project's own speech clip (``workers/media/README.md``): the audio warm-up item.
+WARMUP_SPEECH = Path(__file__).parent / "media" / "speech_benign.ogg"
 
 
 def warmup_task(modality: str) -> ModalityTask:

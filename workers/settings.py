@@ -494,11 +494,11 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
 OTHER_ENV_VARS = frozenset({
     "RTAUDIT_CONFIG",  # the settings file (this module)
     "RTAUDIT_CACHE",  # built-model cache directory (engine/text/encoder.py)
-    "RTAUDIT_BROKER_LOG",  # RUST_LOG of the embedded broker (workers/broker.py)
+    "RTAUDIT_BROKER_LOG",  # RUST_LOG of the embedded broker (tools/fleet/broker.py)
     "RTAUDIT_REQUIRE_SHARED_DATA",  # tests: a missing ../shared is a failure (tests/conftest.py)
-    "RTAUDIT_SAFETY_DATA",  # the threat and self-harm sets (engine/text/data.py)
+    "RTAUDIT_SAFETY_DATA",  # the threat and self-harm sets (modelbuild/text/data.py)
     "RTAUDIT_REQUIRE_SAFETY_DATA",  # tests: missing threat/self-harm sets are a failure (tests/conftest.py)
-    "RTAUDIT_MULTILINGUAL_DATA",  # the per-language abuse sets (engine/text/multilingual_data.py)
+    "RTAUDIT_MULTILINGUAL_DATA",  # the per-language abuse sets (modelbuild/text/multilingual_data.py)
     "RTAUDIT_REQUIRE_MULTILINGUAL_DATA",  # tests: missing per-language sets are a failure (tests/conftest.py)
 })
 ENV_PREFIX = "RTAUDIT_"

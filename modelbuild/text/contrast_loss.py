@@ -1,6 +1,6 @@
 """Contrast pairs in fine-tuning (``rtaudit text finetune --pair-weight``): which rows are paired, how a batch takes
 in its rows' twins, and the pairwise loss on them. Pure but for :func:`pair_loss` (torch); the pairs themselves come
-from :func:`rtaudit.engine.text.training_data.contrast_pairs` (docs/text-moderation.md, "Contrast pairs with a
+from :func:`rtaudit.modelbuild.text.training_data.contrast_pairs` (docs/text-moderation.md, "Contrast pairs with a
 pairwise loss")."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ import numpy as np
 
 def contrast_pair_columns(examples, train: np.ndarray) -> dict[int, np.ndarray]:  # type: ignore[no-untyped-def]
     """Category column → its contrast twins ``int64[P, 2]`` (positive row, negative row) among the ``train``
-    rows (``bool[n]``; :func:`rtaudit.engine.text.training_data.contrast_pairs`), for every category that has any."""
-    from rtaudit.engine.text import data as D
-    from rtaudit.engine.text.training_data import contrast_pairs
+    rows (``bool[n]``; :func:`rtaudit.modelbuild.text.training_data.contrast_pairs`), for every category that has any."""
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.modelbuild.text.training_data import contrast_pairs
 
     out = {c: contrast_pairs(examples, cat, train) for c, cat in enumerate(D.CATEGORIES)}
     return {c: p for c, p in out.items() if len(p)}

@@ -1,15 +1,15 @@
 """Written contrast sentences: violent and deathly words in their everyday senses (training negatives).
 
 Written for this project (no data set), like the functional suite, and used only as *training*
-negatives of ``violence`` and ``self-harm`` (:func:`rtaudit.engine.text.training_data.english_examples`):
+negatives of ``violence`` and ``self-harm`` (:func:`rtaudit.modelbuild.text.training_data.english_examples`):
 the public threat and self-harm sets (ThreatGram 101, the Suicide Detection posts) have almost no
 figurative uses of "kill", "shoot", "die" or "dead" among their negatives (about 50 rows in all the
 public sets here), so without these the frozen encoder's linear head learnt the words rather than
 the threat ("shoot me an email" 0.78, "I will kill it at the gym tomorrow" 0.72 as ``violence``).
 
 Kept apart from every evaluation set: none of these texts is in the benign list
-(:mod:`rtaudit.engine.text.benign`), the functional suite (:mod:`rtaudit.engine.text.functional`)
-or the probes of :data:`rtaudit.engine.text.evaluation.PROBES` (a unit test checks it), and each
+(:mod:`rtaudit.modelbuild.text.benign`), the functional suite (:mod:`rtaudit.modelbuild.text.functional`)
+or the probes of :data:`rtaudit.modelbuild.text.evaluation.PROBES` (a unit test checks it), and each
 sense is written differently from the probes' controls, so the probes measure generalisation to
 new wordings. No threat or self-harm positive is written here: every positive comes from a public set.
 """

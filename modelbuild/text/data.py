@@ -31,7 +31,7 @@ Each loader returns a list of :class:`Example` (text, per-category 0/1 labels,
   them 👩‍❤️‍💋‍👩"), which carry no ``offensive`` label: as offensive positives they pushed neutral
   sentences of the benign list over the line. About a quarter of the non-hateful rows swear at
   no protected group ("fuck off 😡"): offensive, though not hate; training drops their
-  ``offensive`` label (:func:`rtaudit.engine.text.training_data.unlabel_profane_contrasts`).
+  ``offensive`` label (:func:`rtaudit.modelbuild.text.training_data.unlabel_profane_contrasts`).
   ``targeted_insult`` is not annotated.
   ``violence`` = ``label_gold`` 1 and ``type`` ``threateninglanguage`` (threats against a group
   written with emoji); ``self-harm`` = 0.
@@ -132,7 +132,7 @@ class Example:
     #: the ``uid`` of this row's contrast twin in the same dataset: the same statement minimally edited to flip its
     #: label, as the dataset's authors wrote it (HatemojiBuild's ``matched_id``; DynaHate's neighbouring row), ``""``
     #: for none. The twin may sit in another split or have been dropped by the loader;
-    #: :func:`rtaudit.engine.text.training_data.contrast_pairs` pairs only twins that are both train rows.
+    #: :func:`rtaudit.modelbuild.text.training_data.contrast_pairs` pairs only twins that are both train rows.
     twin: str = ""
 
 
@@ -292,7 +292,7 @@ def load_dynahate(root: Path) -> list[Example]:
     Twins (``Example.twin``): a row's twin is the row before it in the same file when their labels differ. Rounds 2-4
     pair each original with a perturbation that flips its label, and the files mostly keep the two next to each other:
     of 32,496 neighbouring pairs in the train file, 9,390 have opposite labels and a ``difflib`` ratio ≥ 0.6
-    (:func:`rtaudit.engine.text.training_data.contrast_pairs` keeps only the similar ones).
+    (:func:`rtaudit.modelbuild.text.training_data.contrast_pairs` keeps only the similar ones).
     Returns ``list[Example]`` (dataset ``dynahate``).
 
     Raises:

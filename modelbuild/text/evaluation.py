@@ -11,7 +11,7 @@
   of the annotators who gave rationales marked it, predicted when an evidence span
   overlaps it; micro-averaged over tokens. Baseline: alt-profanity-check's per-word spans.
 * :func:`evasion` — the evasion suite and benign list of
-  :mod:`rtaudit.engine.text.robustness` on offensive dev texts (recall relative to clean).
+  :mod:`rtaudit.modelbuild.text.robustness` on offensive dev texts (recall relative to clean).
 * :func:`hatemoji` — HatemojiBuild (Kirk et al. 2022, CC BY 4.0; emoji-based hate) validation
   or test split: macro-F1 over both classes of ``label_gold`` (scikit-learn ``average="macro"``),
   flagged = ``hate`` ≥ 0.5 (the target's reading: ``label_gold`` marks hate at a protected group, and the
@@ -19,14 +19,14 @@
   ``violence`` rightly flag) and = any category ≥ 0.5 (the policy's view). The test split is for reporting
   only: training and model selection never read it.
 * :func:`safety` — ``violence`` and ``self-harm`` on the held-out (``test``) splits of the safety sets
-  (ThreatGram 101, Suicide Detection; :mod:`rtaudit.engine.text.data`; never trained or tuned on):
+  (ThreatGram 101, Suicide Detection; :mod:`rtaudit.modelbuild.text.data`; never trained or tuned on):
   precision, recall, F1 and false-positive rate at score ≥ 0.5, and each category's false positives
   on the benign list. Also HatemojiBuild's test threats (``violence``), reported only.
 * :func:`conversation` — the held-out (``test``) split of the Chit-Chat corpus (people chatting; negatives
   only, never read by training): the share of messages flagged by each category and by any, and by
   alt-profanity-check alone (baseline), for a hash sample and for its messages that laugh (:data:`LAUGHTER`).
 * :func:`emoji_chat` — written benign chat with gesture and person emoji, in no tone and each skin tone: the share
-  flagged per tone (:func:`rtaudit.engine.text.benign.emoji_chat`).
+  flagged per tone (:func:`rtaudit.modelbuild.text.benign.emoji_chat`).
 * :func:`probes` — the threat and self-harm sentences of issue 12 and their benign controls.
 * :func:`throughput` — texts/s of the scorer with evidence, batch 1 vs batch 64.
 
@@ -44,8 +44,8 @@ from pathlib import Path
 
 import numpy as np
 
-from rtaudit.engine.text import data as D
-from rtaudit.engine.text.metrics import PRF, prf
+from rtaudit.modelbuild.text import data as D
+from rtaudit.modelbuild.text.metrics import PRF, prf
 from rtaudit.engine.text.scoring import TextScorer
 
 EVAL_SETS: tuple[tuple[str, str], ...] = (("davidson", "dev"), ("olid", "dev"), ("hatexplain", "dev"), ("cold", "dev"),
@@ -149,13 +149,13 @@ def evidence_f1(scorer: TextScorer, root: Path, *, quick: bool = False) -> tuple
 
 
 def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ignore[no-untyped-def]
-    """``(model report, baseline report)`` of :func:`rtaudit.engine.text.robustness.evasion_report`.
+    """``(model report, baseline report)`` of :func:`rtaudit.modelbuild.text.robustness.evasion_report`.
 
     Offensive texts: dev rows labelled offensive from Davidson, OLID and HateXplain
     (40 each, 10 with ``quick``); "flagged" = any category ≥ 0.5 (model) or
     alt-profanity-check ≥ 0.5 on the raw text (baseline).
     """
-    from rtaudit.engine.text.robustness import evasion_report
+    from rtaudit.modelbuild.text.robustness import evasion_report
 
     n = 10 if quick else 40
     offensive = [r.text for d in ("davidson", "olid", "hatexplain")
@@ -209,10 +209,10 @@ class SafetyRow:
 
 def safety(scorer: TextScorer, root: Path, safety_root: Path, *, quick: bool = False) -> tuple[list[SafetyRow], dict]:
     """``(rows, benign)``: one :class:`SafetyRow` per set of :data:`SAFETY_SETS` (a set of
-    :data:`~rtaudit.engine.text.data.EVALUATION_ONLY_SETS` whose files are absent is left out; ``quick``: the first
+    :data:`~rtaudit.modelbuild.text.data.EVALUATION_ONLY_SETS` whose files are absent is left out; ``quick``: the first
     :data:`QUICK_N` × 3 rows in seeded hash order), and ``benign`` = ``{"n": texts, category: [flagged
     texts]}`` for each safety category on the benign list (score ≥ 0.5)."""
-    from rtaudit.engine.text.benign import BENIGN_TEXTS
+    from rtaudit.modelbuild.text.benign import BENIGN_TEXTS
 
     out: list[SafetyRow] = []
     for name, split, cat, where in SAFETY_SETS:
@@ -273,11 +273,11 @@ def conversation(scorer: TextScorer, safety_root: Path, *, quick: bool = False) 
 
 
 def emoji_chat(scorer: TextScorer) -> list[tuple[str, int, float, tuple[str, ...]]]:
-    """False positives on benign chat with emoji in each skin tone (:func:`rtaudit.engine.text.benign.emoji_chat`):
+    """False positives on benign chat with emoji in each skin tone (:func:`rtaudit.modelbuild.text.benign.emoji_chat`):
     ``(tone, n, share flagged by any category ≥ 0.5, up to 3 flagged texts)`` per key of
-    :data:`~rtaudit.engine.text.benign.SKIN_TONES`, each tone's texts scored as one batch."""
-    from rtaudit.engine.text.benign import SKIN_TONES
-    from rtaudit.engine.text.benign import emoji_chat as chat_texts
+    :data:`~rtaudit.modelbuild.text.benign.SKIN_TONES`, each tone's texts scored as one batch."""
+    from rtaudit.modelbuild.text.benign import SKIN_TONES
+    from rtaudit.modelbuild.text.benign import emoji_chat as chat_texts
 
     out = []
     for tone in SKIN_TONES:

@@ -9,7 +9,7 @@ library versions gives the same delta):
 * **Input**: exactly what the scorer gives the encoder at run time: the normalized text
   (:func:`rtaudit.engine.text.normalize.normalize`: emoji read as their names, leetspeak, confusables, ...)
   truncated to :data:`~rtaudit.engine.text.encoder.MAX_TOKENS` word pieces. Training rows fit one window.
-* **Data and splits**: the rows :func:`rtaudit.engine.text.training_data.english_examples` fits the heads on
+* **Data and splits**: the rows :func:`rtaudit.modelbuild.text.training_data.english_examples` fits the heads on
   (Davidson, OLID, HateXplain, HatemojiBuild, ThreatGram 101, the Suicide Detection posts, EPIE, Chit-Chat and the
   safety negatives), ``train`` split only; the ``dev`` rows choose the checkpoint (mean over Davidson, OLID
   and HateXplain of the per-set macro-F1 at per-category best dev thresholds). No test split, and none of
@@ -24,7 +24,7 @@ library versions gives the same delta):
   ``train_english`` fits each category with (:func:`targets`: balanced per (dataset, class), times
   ``DATASET_WEIGHT``, each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), a category
   absent from a row's dataset masked out. With ``pair_weight`` (``--pair-weight``), plus that weight times the
-  RankNet loss (:func:`rtaudit.engine.text.contrast_loss.pair_loss`) of each contrast pair (:func:`rtaudit.engine.text.training_data.contrast_pairs`:
+  RankNet loss (:func:`rtaudit.modelbuild.text.contrast_loss.pair_loss`) of each contrast pair (:func:`rtaudit.modelbuild.text.training_data.contrast_pairs`:
   a hateful statement and its minimal non-hateful edit, as HatemojiBuild and DynaHate wrote them) in the batch: a
   row's twin joins its batch, for the pair loss only (its own batch fits its labels).
 * **Optimiser**: AdamW, no weight decay; peak lr 4e-5 (layers) and 1e-3 (head), 5 % linear warm-up then
@@ -39,7 +39,7 @@ library versions gives the same delta):
   the graph's cache name and :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version` carry its sha256,
   so embedding memos and partials say which encoder produced them, and the int8 graph is quantized from
   that fp32 export. Then every head is refitted on the new encoder's embeddings by ``rtaudit text train``'s
-  pipeline (:func:`rtaudit.engine.text.train.train_all`), which chooses C and thresholds on dev as before.
+  pipeline (:func:`rtaudit.modelbuild.text.train.train_all`), which chooses C and thresholds on dev as before.
   The embedding memo of the new encoder is filled from the cached states first (checked against the ONNX
   graph), so the refit embeds nothing twice.
 
@@ -59,7 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text import encoder as E
-from rtaudit.engine.text.contrast_loss import contrast_pair_columns, pair_loss, twin_index, with_twins
+from rtaudit.modelbuild.text.contrast_loss import contrast_pair_columns, pair_loss, twin_index, with_twins
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,11 @@ def cache_hidden(ids: list[list[int]], below: int = CACHE_BELOW, chunk: int = 40
 
 
 def training_texts(root: Path, safety_root: Path | None = None):  # type: ignore[no-untyped-def]
-    """``(examples, normalized texts)`` of :func:`rtaudit.engine.text.training_data.english_examples` (train + dev, never test):
+    """``(examples, normalized texts)`` of :func:`rtaudit.modelbuild.text.training_data.english_examples` (train + dev, never test):
     the exact input the scorer gives the encoder (a training text fits one window)."""
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
     from rtaudit.engine.text.normalize import normalize
-    from rtaudit.engine.text.training_data import english_examples
+    from rtaudit.modelbuild.text.training_data import english_examples
 
     examples = english_examples(root, Path(safety_root or D.safety_data_dir()))
     return examples, [normalize(e.text).text for e in examples]
@@ -168,8 +168,8 @@ def targets(examples, texts: list[str], lexical_prob: np.ndarray):  # type: igno
     each category with (balanced per (dataset, class) on the train rows that label it, times ``DATASET_WEIGHT``,
     each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), each category's weights scaled to
     mean 1 over its labelled train rows; ``w`` is 0 where a row does not label a category or is not a train row."""
-    from rtaudit.engine.text import data as D
-    from rtaudit.engine.text import training_data as T
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.modelbuild.text import training_data as T
 
     examples = T.unlabel_profane_contrasts(examples, lexical_prob)
     cats = D.CATEGORIES
@@ -265,7 +265,7 @@ def embed_rows(model: TopLayers, states: list[np.ndarray], batch_size: int = 128
 def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:  # type: ignore[no-untyped-def]
     """Per English dev set, macro-F1 over the categories it labels at each category's best pooled dev threshold
     (model selection only: the shipped thresholds come from the refit, ``rtaudit text train``)."""
-    from rtaudit.engine.text.metrics import best_threshold
+    from rtaudit.modelbuild.text.metrics import best_threshold
 
     dev = np.array([e.split == "dev" for e in examples])
     out = {}
@@ -299,7 +299,7 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
     import torch
 
     from rtaudit.engine.models.profanity import ProfanityScorer
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
     from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, lexical_logit, verified_path
 
     torch.manual_seed(seed)
@@ -431,10 +431,10 @@ def prefill_memo(delta: E.EncoderDelta, texts: list[str], check: int = 64) -> E.
 
 def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kwargs) -> dict:  # type: ignore[no-untyped-def]
     """:func:`finetune`, write ``artifacts/encoder_delta.npz`` (in parts when over 5 MB: :func:`~rtaudit.engine.text.encoder_delta.write_delta`), fill the new encoder's embedding memo and (``refit``)
-    refit every head on it with ``rtaudit text train``'s pipeline (:func:`rtaudit.engine.text.train.train_all`),
+    refit every head on it with ``rtaudit text train``'s pipeline (:func:`rtaudit.modelbuild.text.train.train_all`),
     which writes the manifest with the delta's sha256. Returns the fine-tuning report."""
     from rtaudit.engine.text.heads import ARTIFACTS
-    from rtaudit.engine.text.train import train_all
+    from rtaudit.modelbuild.text.train import train_all
 
     delta, report = finetune(root, safety_root, **kwargs)
     d = E.EncoderDelta.of(*E.write_delta(delta, ARTIFACTS))

@@ -383,7 +383,7 @@ TITLE = "Functional suite: pass rate per functionality"
 
 def rich_table(report: FunctionalReport):  # type: ignore[no-untyped-def]
     """The report as a :class:`rich.table.Table` (``rtaudit eval``; as markdown through
-    :func:`rtaudit.workers.cli_common.markdown_table`)."""
+    :func:`rtaudit.cli.common.markdown_table`)."""
     from rich.table import Table
 
     t = Table(*HEADER, title=f"{TITLE} ({report.met} of {len(report.rows)} meet their target; hateful passes when its "

@@ -1,5 +1,5 @@
 """Identity terms: which group, if any, a text names first (the key of the identity-balanced sample weights,
-:func:`rtaudit.engine.text.training_data.identity_balanced`).
+:func:`rtaudit.modelbuild.text.training_data.identity_balanced`).
 
 The terms are the 50 identity adjectives of Dixon, Li, Sorensen, Thain and Vasserman (2018), "Measuring and
 Mitigating Unintended Bias in Text Classification" (AIES), as published in ``conversationai/unintended-ml-bias-analysis``

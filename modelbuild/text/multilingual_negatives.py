@@ -1,7 +1,7 @@
 """Ordinary sentences written for this project as extra *training* negatives of a per-language model
-(:func:`rtaudit.engine.text.multilingual_train.train_language`: train split only, label 0, one
+(:func:`rtaudit.modelbuild.text.multilingual_train.train_language`: train split only, label 0, one
 (dataset, class) cell of their own, ``written_<lang>``). Not evaluation data, and none of them is in
-:mod:`rtaudit.engine.text.benign_multilingual` (a unit test checks it).
+:mod:`rtaudit.modelbuild.text.benign_multilingual` (a unit test checks it).
 
 Hindi only: its ordinary-text source, UD Hindi-PUD, is translated news in the third person, and
 CONSTRAINT's posts are political; the model had learnt conversational Hindi (a question to "you",

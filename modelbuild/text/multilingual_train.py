@@ -1,14 +1,14 @@
 """Train and evaluate the per-language models (``rtaudit text train-multilingual``, ``rtaudit eval``).
 
 Per language: the train split is fitted with per-(dataset, class) balanced sample weights
-(:func:`rtaudit.engine.text.training_data.balanced_weights`); the dev split chooses the n-gram range, the
+(:func:`rtaudit.modelbuild.text.training_data.balanced_weights`); the dev split chooses the n-gram range, the
 regularisation strength ``C`` and the threshold (:func:`best_macro_threshold`: best dev macro-F1 among
 the thresholds that flag at most 1 % of the dev split's ordinary UD sentences and reach
 :data:`DEV_RECALL_FLOOR` recall on the dev split's abusive rows as routed; the threshold becomes the
 model's ``shift``, so 0.5 is its operating point like every other text score); the test split is only
 reported (:func:`test_report`, through the whole :class:`~rtaudit.engine.text.scoring.TextScorer`:
 language detection, routing, max with the lexical score). The benign sentences of
-:mod:`rtaudit.engine.text.benign_multilingual` are an evaluation set only.
+:mod:`rtaudit.modelbuild.text.benign_multilingual` are an evaluation set only.
 """
 
 from __future__ import annotations
@@ -24,13 +24,13 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.hashing import sha256_file
-from rtaudit.engine.text import data as D
+from rtaudit.modelbuild.text import data as D
 from rtaudit.engine.text import multilingual as ML
-from rtaudit.engine.text import multilingual_data as MD
+from rtaudit.modelbuild.text import multilingual_data as MD
 from rtaudit.engine.text.heads import (
     ZH_FEATURES, ZH_NGRAMS, ChineseModel, CharNgramModel, char_vectorizer, lexical_logit, smooth_idf, zh_vectorizer,
 )
-from rtaudit.engine.text.metrics import best_threshold, prf
+from rtaudit.modelbuild.text.metrics import best_threshold, prf
 
 log = logging.getLogger(__name__)
 
@@ -135,18 +135,18 @@ def fit_char_model(train_texts: list[str], y_train: np.ndarray, dev_texts: list[
 
 def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
     """Fit ``lang``'s model on the train split of its sources under ``root`` plus its written
-    negatives (:mod:`rtaudit.engine.text.multilingual_negatives`, train only, dataset ``written_<lang>``),
+    negatives (:mod:`rtaudit.modelbuild.text.multilingual_negatives`, train only, dataset ``written_<lang>``),
     choose it on the dev split (:func:`fit_char_model`; the dev rows routed as the scorer routes them).
 
     Raises:
         FileNotFoundError: a source file of ``lang`` is missing under ``root``.
     """
-    from rtaudit.engine.text.multilingual_negatives import negatives
+    from rtaudit.modelbuild.text.multilingual_negatives import negatives
     from rtaudit.engine.text.normalize import normalize
     from rtaudit.engine.text.scoring import route_normalized
-    from rtaudit.engine.text.training_data import balanced_weights
+    from rtaudit.modelbuild.text.training_data import balanced_weights
 
-    from rtaudit.engine.text.benign_multilingual import benign
+    from rtaudit.modelbuild.text.benign_multilingual import benign
 
     # the benign sentences are an evaluation set: a source sentence that reads the same is never fitted
     # nor used for a threshold (Tatoeba holds everyday sentences of the same kind)
@@ -167,7 +167,7 @@ def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
                           for split in ("train", "dev", "test")} for s in sorted({r.source for r in rows})}
     if written:
         report["rows"][f"written_{lang}"] = {"train": len(written), "dev": 0, "test": 0}
-        report["written_negatives"] = "rtaudit.engine.text.multilingual_negatives (train only)"
+        report["written_negatives"] = "rtaudit.modelbuild.text.multilingual_negatives (train only)"
     return model, report
 
 
@@ -257,7 +257,7 @@ def test_report(scorer, root: Path, quick: bool = False,  # type: ignore[no-unty
     """Per language (of ``languages``, default all): P/R/F1 of ``scorer`` (any category >= 0.5) on the
     held-out test split and its false-positive rate on the language's benign sentences. ``quick``: the
     first 300 test rows."""
-    from rtaudit.engine.text.benign_multilingual import benign
+    from rtaudit.modelbuild.text.benign_multilingual import benign
 
     out = []
     for lang in languages:
@@ -282,7 +282,7 @@ def test_report(scorer, root: Path, quick: bool = False,  # type: ignore[no-unty
 
 def benign_report(scorer) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
     """``{lang: (sentences, flagged share)}`` on the benign sentences alone (needs no data)."""
-    from rtaudit.engine.text.benign_multilingual import benign
+    from rtaudit.modelbuild.text.benign_multilingual import benign
 
     out = {}
     for lang in ML.LANGUAGES:

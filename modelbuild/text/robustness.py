@@ -1,8 +1,8 @@
 """Measure a text scorer against the evasion suite and the benign list.
 
 ``evasion_report(score, offensive, seed=0, threshold=0.5)`` scores the clean
-offensive texts and every :mod:`rtaudit.engine.text.evasion` variant of them, and the
-:mod:`rtaudit.engine.text.benign` list; it returns recall per technique, recall relative
+offensive texts and every :mod:`rtaudit.modelbuild.text.evasion` variant of them, and the
+:mod:`rtaudit.modelbuild.text.benign` list; it returns recall per technique, recall relative
 to the clean forms (issue 4's target: ≥ 0.95) and the false-positive rate on the
 benign list (target: ≤ 1 %). ``score`` is any batch function
 ``list[str] -> float[n]`` (probability of the offensive class; for a model
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rtaudit.engine.text.benign import BENIGN
-from rtaudit.engine.text.evasion import TECHNIQUES, evasion_variant
+from rtaudit.modelbuild.text.benign import BENIGN
+from rtaudit.modelbuild.text.evasion import TECHNIQUES, evasion_variant
 from rtaudit.engine.text.normalize import normalize
 
 __all__ = ["EvasionReport", "ScoreFn", "evasion_report", "format_reports", "newly_flagged", "normalized"]

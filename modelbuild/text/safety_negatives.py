@@ -1,13 +1,13 @@
 """Negatives the ``violence`` and ``self-harm`` heads are fitted with beside the safety sets
-(:func:`rtaudit.engine.text.training_data.english_examples`): ordinary prose passages and the written contrast
-sentences. Pure: :class:`rtaudit.engine.text.data.Example` rows in, rows out."""
+(:func:`rtaudit.modelbuild.text.training_data.english_examples`): ordinary prose passages and the written contrast
+sentences. Pure: :class:`rtaudit.modelbuild.text.data.Example` rows in, rows out."""
 
 from __future__ import annotations
 
 import hashlib
 import re
 
-from rtaudit.engine.text import data as D
+from rtaudit.modelbuild.text import data as D
 
 #: EPIE sentences are negatives of ``violence`` only (``training_data.VIOLENCE_ONLY_NEGATIVES``), but joined into passages as long as a window of a long document, the same sentences are
 #: negatives of both (:func:`prose_passages`): without them ordinary prose of 40+ words read as
@@ -40,9 +40,9 @@ def prose_passages(sentences: list[D.Example]) -> list[D.Example]:
 
 
 def contrast_examples() -> list[D.Example]:
-    """:data:`rtaudit.engine.text.contrasts.CONTRASTS` as ``train`` rows, negative for ``violence`` (as
+    """:data:`rtaudit.modelbuild.text.contrasts.CONTRASTS` as ``train`` rows, negative for ``violence`` (as
     ``self-harm`` negatives, their self-directed hyperbole pulled "I want to die" from 0.55 to 0.20)."""
-    from rtaudit.engine.text.contrasts import CONTRASTS
+    from rtaudit.modelbuild.text.contrasts import CONTRASTS
 
     return [D.Example(t, {"violence": 0}, "contrasts", "train", f"contrast:{i}") for i, t in enumerate(CONTRASTS)]
 
@@ -55,20 +55,20 @@ def emoji_negatives(examples: list[D.Example]) -> list[D.Example]:
     """Everyday emoji as ``violence`` negatives (dataset ``emoji_negatives``, train only): each fully-qualified
     emoji of the ``emoji`` package (Unicode's emoji list, BSD; no skin-tone variant, no component) that no
     ``violence``-positive row of ``examples`` uses and whose name holds no violent word
-    (:data:`rtaudit.engine.text.training_data.VIOLENT_WORDS`, weapons), twice: alone, and before or after a Chit-Chat
+    (:data:`rtaudit.modelbuild.text.training_data.VIOLENT_WORDS`, weapons), twice: alone, and before or after a Chit-Chat
     train message of ``examples`` (both chosen by sha256 of the emoji; none when ``examples`` has no Chit-Chat row).
 
     Why: the fine-tuned encoder's ``violence`` head read short gesture phrases as threats ("✌️ see you tomorrow"
     0.87, "👋 let's go team" 0.82, "peace sign" 0.82): the only emoji it saw were HatemojiBuild's and ThreatGram's,
     and no benign row was a bare name or a short noun phrase. The gesture and person emoji of the benign emoji chat
-    check (:data:`rtaudit.engine.text.benign.EMOJI_CHAT_EMOJI`) are left out, so that check stays a held-out measure
+    check (:data:`rtaudit.modelbuild.text.benign.EMOJI_CHAT_EMOJI`) are left out, so that check stays a held-out measure
     of whether the rule carries over to emoji the head never saw as negatives.
 
     Returns ``list[Example]``, labels ``{"violence": 0}``, in the package's order of emoji."""
     import emoji
 
-    from rtaudit.engine.text.benign import EMOJI_CHAT_EMOJI
-    from rtaudit.engine.text.training_data import VIOLENT_WORDS
+    from rtaudit.modelbuild.text.benign import EMOJI_CHAT_EMOJI
+    from rtaudit.modelbuild.text.training_data import VIOLENT_WORDS
 
     def base(e: str) -> str:
         return "".join(c for c in e if c not in _SKIN_TONES and c != "\uFE0F")

@@ -1,7 +1,7 @@
 """Train the English head and the Chinese model; write ``artifacts/*.npz`` and ``manifest.json``.
 
 Run: ``rtaudit text train [--data DIR]`` (about 20-40 min on 2 busy CPU cores the first time, mostly
-embedding ~43k texts; a rerun with the embedding cache takes a few minutes). The rows and their weights are :mod:`rtaudit.engine.text.training_data`; splits are those of :mod:`rtaudit.engine.text.data`
+embedding ~43k texts; a rerun with the embedding cache takes a few minutes). The rows and their weights are :mod:`rtaudit.modelbuild.text.training_data`; splits are those of :mod:`rtaudit.modelbuild.text.data`
 (hashed 80/20 for Davidson and OLID, HateXplain's official train/val, COLD's
 train/dev, HatemojiBuild's official train/validation); only ``train`` rows are fitted, ``dev``
 rows of Davidson, OLID and HateXplain choose the regularisation and the per-category
@@ -12,7 +12,7 @@ cached in ``<cache>/embeddings-<encoder version>.npz`` (keyed by sha1 of the wor
 ids), so a rerun embeds only new texts.
 
 ``violence`` and ``self-harm`` (issue 12 item 3) are fitted on the safety data (ThreatGram 101,
-the Suicide Detection posts: :mod:`rtaudit.engine.text.data`, read from ``--safety-data``) with
+the Suicide Detection posts: :mod:`rtaudit.modelbuild.text.data`, read from ``--safety-data``) with
 HatemojiBuild's threat rows, and as negatives a hashed sample of Davidson, OLID and HateXplain
 rows (:data:`SAFETY_NEGATIVES`) and each other's rows; their thresholds maximise pooled dev F1;
 the safety sets' test splits are never read here. ``rtaudit text train --categories violence,self-harm``
@@ -31,11 +31,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rtaudit.engine.text import data as D
+from rtaudit.modelbuild.text import data as D
 from rtaudit.engine.text.heads import ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_MODEL, EnglishHead, lexical_logit, sha256_file
-from rtaudit.engine.text.metrics import best_threshold, best_threshold_macro
-from rtaudit.engine.text.multilingual_train import train_chinese
-from rtaudit.engine.text.training_data import (
+from rtaudit.modelbuild.text.metrics import best_threshold, best_threshold_macro
+from rtaudit.modelbuild.text.multilingual_train import train_chinese
+from rtaudit.modelbuild.text.training_data import (
     DATA_PROVENANCE, DATASET_WEIGHT, DAVIDSON_TRAIN_CAP, HARD_NEGATIVE_WEIGHT, HARD_NEGATIVES, NOT_FOR_THRESHOLDS, SAFETY_NEGATIVE_SETS,
     SAFETY_NEGATIVES, category_weights, english_examples, safety_training_files, unlabel_profane_contrasts)
 
@@ -97,7 +97,7 @@ def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
                   only: tuple[str, ...] | None = None, base: tuple[EnglishHead, dict] | None = None,
                   threshold_encoder=None) -> tuple[EnglishHead, dict]:  # type: ignore[no-untyped-def]
     """Fit one logistic regression per category on train rows, each (dataset, class) cell weighted equally
-    (:func:`~rtaudit.engine.text.training_data.category_weights`); pick C and threshold on dev rows of the
+    (:func:`~rtaudit.modelbuild.text.training_data.category_weights`); pick C and threshold on dev rows of the
     datasets not in :data:`NOT_FOR_THRESHOLDS`.
 
     ``threshold_encoder``: the graph the workers serve (the int8 one on CPU), when it is not ``encoder``: the
@@ -226,12 +226,12 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
     """Train both models, write the artifacts and the manifest; returns the manifest.
 
     ``delta``: the encoder the English head is fitted on: ``"shipped"`` (the one the shipped manifest
-    names: the fine-tuned layers of :mod:`rtaudit.engine.text.finetune`, or the plain wheel encoder),
+    names: the fine-tuned layers of :mod:`rtaudit.modelbuild.text.finetune`, or the plain wheel encoder),
     ``None`` (the plain wheel encoder) or an :class:`~rtaudit.engine.text.encoder.EncoderDelta` in
     ``artifacts/`` (``rtaudit text finetune``; ``delta_report`` is its training report). The manifest
     records it (``source_model.encoder_delta`` and an artifact entry with its sha256).
 
-    ``safety_root``: the safety data directory (default :func:`rtaudit.engine.text.data.safety_data_dir`).
+    ``safety_root``: the safety data directory (default :func:`rtaudit.modelbuild.text.data.safety_data_dir`).
     ``only``: refit just these English categories over the shipped head (module docstring); the
     Chinese model, the evidence threshold and the other categories stay as shipped.
     """
@@ -339,7 +339,7 @@ def calibrate_evidence(root: Path, posts: int = 200) -> dict:
     Scores a hashed sample of abusive train posts with every word kept (``span_min=0``),
     then picks the threshold maximising token-level F1 (same definition as the eval).
     """
-    from rtaudit.engine.text.evaluation import _token_prf, sample
+    from rtaudit.modelbuild.text.evaluation import _token_prf, sample
     from rtaudit.engine.text.scoring import TextScorer
 
     rows = [r for r in D.load("hatexplain", root, "train") if r.labels["offensive"] and r.rationale and any(r.rationale)]

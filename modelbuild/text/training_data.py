@@ -1,7 +1,7 @@
 """What the English head is fitted on, and how much each row counts: the datasets and their splits, the
 safety categories' negatives, per-dataset weights, and the provenance of every dataset added since the
 first head (:data:`DATA_PROVENANCE`). Pure: reads the data directories, fits nothing (fitting and
-thresholds are :mod:`rtaudit.engine.text.train`; :mod:`rtaudit.engine.text.finetune` uses the same
+thresholds are :mod:`rtaudit.modelbuild.text.train`; :mod:`rtaudit.modelbuild.text.finetune` uses the same
 rows and weights).
 """
 
@@ -15,11 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from rtaudit.engine.text import data as D
+from rtaudit.modelbuild.text import data as D
 from rtaudit.engine.text.heads import sha256_file
-from rtaudit.engine.text.context_contrasts import context_examples
-from rtaudit.engine.text.identity_terms import identity_key
-from rtaudit.engine.text.safety_negatives import contrast_examples, emoji_negatives, prose_passages
+from rtaudit.modelbuild.text.context_contrasts import context_examples
+from rtaudit.modelbuild.text.identity_terms import identity_key
+from rtaudit.modelbuild.text.safety_negatives import contrast_examples, emoji_negatives, prose_passages
 
 EN_DATASETS = ("davidson", "olid", "hatexplain", "hatemoji_build")
 #: datasets whose dev rows do not choose C or thresholds (HatemojiBuild's validation split chose
@@ -41,7 +41,7 @@ FAREWELL_WORDS = re.compile(r"\b(?:bye+|goodbye|good ?night|see (?:you|ya|u)|tal
 #: category → the pattern of its hard negatives (negatives that count :data:`HARD_NEGATIVE_WEIGHT` times).
 HARD_NEGATIVES = {"violence": VIOLENT_WORDS, "self-harm": FAREWELL_WORDS}
 #: factor on both classes of the written context contrasts and their direct forms
-#: (:mod:`rtaudit.engine.text.context_contrasts`) in every category they label. Each (dataset, class) cell weighs
+#: (:mod:`rtaudit.modelbuild.text.context_contrasts`) in every category they label. Each (dataset, class) cell weighs
 #: as much as all of Davidson's rows of that class at 1; as negatives alone at 1 a fine-tuned encoder read every
 #: direct insult as harmless (the functional suite's insult_direct 0.86 → 0.03).
 CONTEXT_CONTRAST_WEIGHT = 0.5
@@ -108,7 +108,7 @@ _SUITE_APART = "- (no text, lexicon word or frame of the functional suite; unit-
 
 
 #: where the datasets added with their provenance recorded came from (the older sets are cited in
-#: :mod:`rtaudit.engine.text.data` and docs/text-moderation.md).
+#: :mod:`rtaudit.modelbuild.text.data` and docs/text-moderation.md).
 DATA_PROVENANCE = {
     "hatemoji_build": {"source": "HatemojiBuild (Kirk et al. 2022, NAACL)", "repository": "HannahKirk/Hatemoji",
                        "commit": "a626f63", "licence": "CC-BY-4.0",
@@ -176,14 +176,14 @@ DATA_PROVENANCE = {
                            "positive and negated statements about groups as hate; docs/text-moderation.md, 'DynaHate')",
                  "model_selection": "-",
                  "reported_only": "official test: hate P/R and non-hateful statements read as hate, rtaudit eval"},
-    "contrasts": _written("engine/text/contrasts.py", "figurative uses of violent words", "violence 0",
+    "contrasts": _written("modelbuild/text/contrasts.py", "figurative uses of violent words", "violence 0",
                           "- (none is in the benign list, the functional suite or the probes)"),
-    "context_contrasts": _written("engine/text/context_contrasts.py", "insults, group derogation and threats negated, "
+    "context_contrasts": _written("modelbuild/text/context_contrasts.py", "insults, group derogation and threats negated, "
                                   "condemned or reported, each family with its direct form in the same words "
                                   "(counterfactually augmented data)",
                                   "contrasts 0; direct insults offensive + targeted_insult, direct derogation "
                                   "offensive + hate, direct threats offensive + violence", _SUITE_APART),
-    "identity_statements": _written("engine/text/context_contrasts.py", "everyday statements naming a group, the "
+    "identity_statements": _written("modelbuild/text/context_contrasts.py", "everyday statements naming a group, the "
                                     "negatives balancing the direct derogation", "offensive, hate, targeted_insult 0",
                                     _SUITE_APART),
     "emoji_negatives": {"source": "Unicode's emoji list as shipped by the emoji package (PyPI emoji, BSD): every "
@@ -206,7 +206,7 @@ DATA_PROVENANCE = {
 }
 
 #: category → the datasets whose sample weights for it are identity-balanced (:func:`identity_balanced`). DynaHate is
-#: in :data:`~rtaudit.engine.text.data.EVALUATION_ONLY_SETS`, so this changes nothing in the shipped fit; it is the
+#: in :data:`~rtaudit.modelbuild.text.data.EVALUATION_ONLY_SETS`, so this changes nothing in the shipped fit; it is the
 #: setting of the runs that fit DynaHate (docs/text-moderation.md, "Identity-balanced weights"): balanced on DynaHate
 #: only (E3) or on every set (E1), ``hate`` only or with ``offensive`` and ``targeted_insult`` (E2), positive
 #: statements about groups rose from 0.50 (D3, unbalanced) to 0.62-0.71, not back to 0.88.
@@ -220,7 +220,7 @@ IDENTITY_MAX_FACTOR = 4.0
 def identity_balanced(y: np.ndarray, datasets: np.ndarray, keys: np.ndarray) -> np.ndarray:
     """Instance-weighting factors ``float64[n]`` that make a dataset's labels independent of the group a text names:
     a row of dataset ``d`` (``datasets``: ``str[n]``), group ``z`` (``keys``: ``str[n]``,
-    :func:`rtaudit.engine.text.identity_terms.identity_key`, ``""`` for none) and class ``c`` (``y``: ``int[n]``) gets ``P(c | d) / P(c | d, z)``, the debiasing weight of Zhang,
+    :func:`rtaudit.modelbuild.text.identity_terms.identity_key`, ``""`` for none) and class ``c`` (``y``: ``int[n]``) gets ``P(c | d) / P(c | d, z)``, the debiasing weight of Zhang,
     Wang, Hu, Xiao, Wang, Zhang and Liu (2020), "Demographics Should Not Be the Reason of Toxicity: Mitigating
     Discrimination in Text Classifications with Instance Weighting" (ACL). ``P(c | d, z)`` is shrunk toward ``P(c | d)``
     by :data:`IDENTITY_PRIOR_ROWS` pseudo-rows and the factor clipped to :data:`IDENTITY_MAX_FACTOR`; each (dataset,
@@ -296,7 +296,7 @@ def english_examples(root: Path, safety_root: Path | None = None) -> list[D.Exam
     """Train + dev rows of :data:`EN_DATASETS` (never a test split), with Davidson's train capped at
     :data:`DAVIDSON_TRAIN_CAP`; with ``safety_root``, also the train + dev rows of the safety sets and
     the safety categories' negatives (:data:`SAFETY_NEGATIVES`) labelled on the rows already there."""
-    from rtaudit.engine.text.evaluation import sample
+    from rtaudit.modelbuild.text.evaluation import sample
 
     out: list[D.Example] = []
     for d in EN_DATASETS:
@@ -404,7 +404,7 @@ def short_fragments(examples: list[D.Example], n: int = SHORT_FRAGMENT_ROWS) -> 
     Chit-Chat's short lines are negatives, and without short positives a fine-tuned encoder read any short message
     as chat ("you fucking idiot" 0.28); with the spans alone it read any short text as abuse ("I want to die"
     offensive 0.63, docs/text-moderation.md). Pairing by length leaves length carrying no signal."""
-    from rtaudit.engine.text.evaluation import sample
+    from rtaudit.modelbuild.text.evaluation import sample
 
     train = [e for e in examples if e.dataset == "hatexplain" and e.split == "train"]
     normal = [e for e in train if not e.labels.get("offensive") and not e.labels.get("hate") and len(e.tokens) >= 8]

@@ -7,7 +7,7 @@ import socket
 from collections.abc import Iterator
 import pytest
 
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.settings import Settings, load_settings
 
 TENANT = "itest"
@@ -66,7 +66,7 @@ def broker_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settin
     """A fresh embedded broker with the topic catalogue and no workers (for control-plane tests)."""
     from rtaudit.topics.admin import ensure_topics
     from rtaudit.topics.catalog import catalog
-    from rtaudit.workers.broker import EmbeddedBroker
+    from rtaudit.tools.fleet.broker import EmbeddedBroker
 
     settings = Settings(embedded_port=free_port(), state_dir=tmp_path_factory.mktemp("state"))
     with EmbeddedBroker(settings.embedded_port):

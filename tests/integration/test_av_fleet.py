@@ -21,7 +21,7 @@ import pytest
 from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest, MediaItem
 from rtaudit.workers.client import AuditClient, dlq_reader, verdict_reader
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.settings import Settings, load_settings
 from tests.unit.media_builders import clip, encode_audio, encode_video, speech_with_insult, text_frame
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rtaudit.workers.bench import Bench, BenchOptions, StagePlan
-from rtaudit.workers.bench.report import plot, tables, write_json
+from rtaudit.tools.bench import Bench, BenchOptions, StagePlan
+from rtaudit.tools.bench.report import plot, tables, write_json
 from rtaudit.workers.settings import load_settings
 
 pytestmark = pytest.mark.integration
@@ -48,8 +48,8 @@ def test_the_overhead_bench_runs_every_target_and_prints_its_table(tmp_path: Pat
     broker, one table row each (and one per role inside the fleet). No thresholds."""
     from rich.console import Console
 
-    from rtaudit.workers.bench.overhead import TARGETS, OverheadBench, OverheadOptions
-    from rtaudit.workers.bench.report import overhead_table, write_overhead_json
+    from rtaudit.tools.bench.overhead import TARGETS, OverheadBench, OverheadOptions
+    from rtaudit.tools.bench.report import overhead_table, write_overhead_json
 
     opts = OverheadOptions.quick(records=300, latency_s=1.0, saturation_timeout_s=20.0, out_dir=tmp_path)
     run = OverheadBench(opts, load_settings(), lambda _: None).run()
@@ -75,8 +75,8 @@ def test_the_peers_run_beside_the_worker_on_the_same_broker(tmp_path: Path) -> N
     skipped. No thresholds."""
     import os
 
-    from rtaudit.workers.bench.peers import peer_missing
-    from rtaudit.workers.bench.report import peers_table, side_by_side_table
+    from rtaudit.tools.bench.peers import peer_missing
+    from rtaudit.tools.bench.report import peers_table, side_by_side_table
 
     tiny = StagePlan(slo_ms=10_000, step_s=1.0, fractions=(0.02,), naive_fractions=(0.3,))
     opts = BenchOptions(

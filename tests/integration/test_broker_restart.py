@@ -19,7 +19,7 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest
 from rtaudit.topics.admin import ensure_topics
 from rtaudit.topics.catalog import REQUESTS, catalog
-from rtaudit.workers.broker import EmbeddedBroker
+from rtaudit.tools.fleet.broker import EmbeddedBroker
 from rtaudit.workers.client import AuditClient
 from rtaudit.workers.kafka import client_config, consumer_config
 from rtaudit.workers.settings import Settings

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtaudit.workers.chaos import ROLES, Chaos, ChaosOptions, fault_line
+from rtaudit.tools.chaos import ROLES, Chaos, ChaosOptions, fault_line
 from rtaudit.workers.settings import load_settings
 
 pytestmark = pytest.mark.integration

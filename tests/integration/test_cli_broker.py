@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rtaudit.workers.broker import EmbeddedBroker
-from rtaudit.workers.cli import app
+from rtaudit.tools.fleet.broker import EmbeddedBroker
+from rtaudit.cli.main import app
 from rtaudit.workers.settings import Settings
 
 from .conftest import free_port
@@ -28,7 +28,7 @@ def cli_env(settings: Settings, tmp_path: Path) -> dict[str, str]:
 
 
 def test_verdicts_says_it_is_waiting_and_where(broker_settings: Settings, tmp_path: Path) -> None:
-    proc = subprocess.Popen([sys.executable, "-m", "rtaudit.workers.cli", "verdicts"], cwd=tmp_path,
+    proc = subprocess.Popen([sys.executable, "-m", "rtaudit.cli.main", "verdicts"], cwd=tmp_path,
                             env=cli_env(broker_settings, tmp_path), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert proc.stderr is not None

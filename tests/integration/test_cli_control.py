@@ -19,8 +19,8 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.engine.control import encode
 from rtaudit.schemas.control import ControlMessage, ModelPayload, ServingStatus
 from rtaudit.topics.catalog import CONTROL
-from rtaudit.workers import cli_control
-from rtaudit.workers.cli import app
+from rtaudit.cli import control as cli_control
+from rtaudit.cli.main import app
 from rtaudit.workers.control import ControlPlane, read_state
 from rtaudit.workers.kafka import producer_config
 from rtaudit.workers.settings import Settings

@@ -12,7 +12,7 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.messages import DLQRecord
 from rtaudit.topics.catalog import DLQ
-from rtaudit.workers.cli import app
+from rtaudit.cli.main import app
 from rtaudit.workers.kafka import producer_config
 from rtaudit.workers.settings import Settings
 

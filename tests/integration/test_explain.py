@@ -20,7 +20,7 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.messages import MediaItem, ModalityTask, Verdict
 from rtaudit.topics.catalog import EXPLAIN_REQUESTS, VERDICTS, lane_topic
-from rtaudit.workers.cli import app
+from rtaudit.cli.main import app
 from rtaudit.workers.client import AuditClient, dlq_reader, explanation_reader
 from rtaudit.workers.kafka import producer_config
 from rtaudit.workers.settings import Settings
@@ -88,7 +88,7 @@ def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_sett
         (tmp_path / "astronaut.png").write_bytes(astronaut)
         config = tmp_path / "rtaudit.toml"
         config.write_text(f'embedded_port = {s.embedded_port}\nstate_dir = "{tmp_path / "state"}"\n')
-        cli = CliRunner().invoke(app, ["explain", flagged, "--part", "image:0", "--image", str(tmp_path / "astronaut.png"),
+        ran = CliRunner().invoke(app, ["explain", flagged, "--part", "image:0", "--image", str(tmp_path / "astronaut.png"),
                                        "--out", str(tmp_path / "out"), "--timeout", "60", "--config", str(config)])
     finally:
         loop.stop()
@@ -110,7 +110,7 @@ def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_sett
     assert missing.status == "unavailable" and "did not arrive" in (missing.error or "")
     assert extra == [], "an allow verdict and a text-only verdict get no explanation"
     assert len(bad) == 1 and bad[0].role == "explain"
-    assert cli.exit_code == 0, cli.output
+    assert ran.exit_code == 0, ran.output
     picture = Image.open(tmp_path / "out" / f"{flagged}-image0.png")
     assert picture.size == (512, 512) and picture.mode == "RGB"
-    assert "gradcam++" in cli.output and "image:0" in cli.output
+    assert "gradcam++" in ran.output and "image:0" in ran.output

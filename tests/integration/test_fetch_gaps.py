@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from prometheus_client import REGISTRY
 
-from rtaudit.workers.broker import EmbeddedBroker
+from rtaudit.tools.fleet.broker import EmbeddedBroker
 from rtaudit.workers.offsets import OffsetGapGuard
 from rtaudit.workers.stream import consume_batch
 

@@ -27,7 +27,7 @@ from rtaudit.engine.models.ocr import OCRStage
 from rtaudit.engine.text.scoring import TextScorer
 from rtaudit.schemas.messages import MAX_INLINE_MEDIA_BYTES, AuditRequest, MediaItem, Verdict
 from rtaudit.workers.client import AuditClient, dlq_reader, verdict_reader
-from rtaudit.workers.demo import render_text_image, skimage_file
+from rtaudit.tools.demo.corpus import render_text_image, skimage_file
 from rtaudit.workers.settings import Settings
 
 from .conftest import TENANT

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from rtaudit.workers.fuzz.harness import FuzzOptions, run
-from rtaudit.workers.fuzz.mutations import KINDS
+from rtaudit.tools.fuzz.harness import FuzzOptions, run
+from rtaudit.tools.fuzz.mutations import KINDS
 
 pytestmark = pytest.mark.integration
 

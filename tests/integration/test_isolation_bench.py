@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rtaudit.workers.bench import isolation as iso
+from rtaudit.tools.bench import isolation as iso
 
 pytestmark = pytest.mark.integration
 

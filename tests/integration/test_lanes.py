@@ -24,8 +24,8 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest, MediaItem, Verdict
 from rtaudit.topics.catalog import LANES, lane_topic
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.demo import skimage_file
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.demo.corpus import skimage_file
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.kafka import consumer_config
 from rtaudit.workers.settings import Settings
 

@@ -28,7 +28,7 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest
 from rtaudit.topics.catalog import lane_topic
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.kafka import consumer_config
 from rtaudit.workers.settings import Settings
 

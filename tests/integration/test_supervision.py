@@ -23,9 +23,9 @@ from rtaudit.schemas.control import PriorityPayload
 from rtaudit.topics.admin import ensure_topics
 from rtaudit.topics.catalog import catalog
 from rtaudit.workers.control import publish
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.supervision import RestartPolicy
+from rtaudit.tools.fleet.supervision import RestartPolicy
 
 from .conftest import free_port
 
@@ -106,9 +106,9 @@ def test_a_killed_worker_and_a_killed_broker_are_restarted(tmp_path: Path) -> No
 SUPERVISOR = """
 import sys, time
 from pathlib import Path
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.supervision import RestartPolicy
+from rtaudit.tools.fleet.supervision import RestartPolicy
 tmp = Path(sys.argv[2])
 fleet = Fleet(Settings(embedded_port=int(sys.argv[1]), state_dir=tmp / "state"), roles=("router",), log_dir=tmp / "logs",
               env={"RTAUDIT_STATE_DIR": str(tmp / "state")}, supervise=True, policy=RestartPolicy(base_s=0.2),

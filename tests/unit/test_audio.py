@@ -1,6 +1,6 @@
 """The audio stage on real decoded audio: PyAV decoding of every common container, Silero VAD,
 Whisper tiny.en word times and the text model, and the outcome of hostile audio. Media is made in
-the test (PyAV encoders) from the project's own speech clips (``workers/demo_media``)."""
+the test (PyAV encoders) from the project's own speech clips (``workers/media``)."""
 
 from __future__ import annotations
 
@@ -169,7 +169,7 @@ def test_hostile_items_fail_alone_and_the_stage_keeps_serving(stage):
 
 
 def test_wer_on_the_shared_clips(data_dir):
-    from rtaudit.engine.audio.evaluation import evaluate, overall_wer
+    from rtaudit.modelbuild.audio.evaluation import evaluate, overall_wer
 
     manifest = data_dir / "audio" / "manifest.csv"
     if not manifest.is_file():

@@ -9,9 +9,9 @@ import sys
 import pytest
 from rich.console import Console
 
-from rtaudit.workers.bench.peers import PEERS, RAY_EXTRA, batch_limits, peer_command, peer_missing
-from rtaudit.workers.bench.runner import BenchRun, PeerSeries, TargetResult
-from rtaudit.workers.bench.stats import StepResult, compare_peer, cpu_delta, cpu_ms_per_item, side_by_side
+from rtaudit.tools.bench.peers import PEERS, RAY_EXTRA, batch_limits, peer_command, peer_missing
+from rtaudit.tools.bench.runner import BenchRun, PeerSeries, TargetResult
+from rtaudit.tools.bench.stats import StepResult, compare_peer, cpu_delta, cpu_ms_per_item, side_by_side
 from rtaudit.workers.settings import Settings
 
 
@@ -99,7 +99,7 @@ def test_peers_batch_like_the_worker_at_zero_lag() -> None:
 
 
 def test_peer_command_runs_the_adapter_module() -> None:
-    assert peer_command("ray", "text", "t1") == [sys.executable, "-m", "rtaudit.workers.bench.peers", "ray", "text", "t1"]
+    assert peer_command("ray", "text", "t1") == [sys.executable, "-m", "rtaudit.tools.bench.peers", "ray", "text", "t1"]
 
 
 def test_ray_missing_is_reported_with_the_extra_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -115,7 +115,7 @@ def test_ray_missing_is_reported_with_the_extra_to_install(monkeypatch: pytest.M
 
 
 def test_tables_show_the_peers_their_ratios_and_a_skipped_peer() -> None:
-    from rtaudit.workers.bench.report import peers_table, ratio_table, side_by_side_table
+    from rtaudit.tools.bench.report import peers_table, ratio_table, side_by_side_table
 
     t = TargetResult("text", 1000, worker=WORKER, at_70=step(70, 70, 150))
     t.peers = [PeerSeries("faust", PEER, step(40, 40, 300), 9.5), PeerSeries("ray", note=f"skipped: ray is not installed ({RAY_EXTRA})")]
@@ -134,9 +134,9 @@ def test_tables_show_the_peers_their_ratios_and_a_skipped_peer() -> None:
 def test_a_peer_that_cannot_run_is_skipped_without_touching_the_rig(monkeypatch: pytest.MonkeyPatch) -> None:
     from types import SimpleNamespace
 
-    from rtaudit.workers.bench import versus
-    from rtaudit.workers.bench.inputs import Limit
-    from rtaudit.workers.bench.runner import BenchOptions
+    from rtaudit.tools.bench import versus
+    from rtaudit.tools.bench.inputs import Limit
+    from rtaudit.tools.bench.runner import BenchOptions
 
     monkeypatch.setattr(versus, "peer_missing", lambda kind: f"ray is not installed ({RAY_EXTRA})")
     said: list[str] = []

@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtaudit.workers.bench import mixed_reference
-from rtaudit.workers.bench.inputs import Limit, batch_sizes, modality_of
-from rtaudit.workers.bench.stats import (
+from rtaudit.tools.bench import mixed_reference
+from rtaudit.tools.bench.inputs import Limit, batch_sizes, modality_of
+from rtaudit.tools.bench.stats import (
     Ratio, Sample, StepResult, batch_histogram, cpu_percent, departure_rate, find_knee, format_hist, mean_batch_size, merge_schedules,
     midpoint_rate, safe_ratio, schedule, step_count, step_rates, summarize_step, throughput_within_p99,
 )
@@ -201,7 +201,7 @@ class _Rig:
 def _series(monkeypatch: pytest.MonkeyPatch, capacity: float, rates: list[float], stop_after: int = 2, refine: int = 2) -> list[float]:
     """Run ``run_series`` against a system that serves ``capacity`` items/s (P99 explodes past it);
     returns the offered rates in the order they were stepped."""
-    import rtaudit.workers.bench.runner as bench
+    import rtaudit.tools.bench.runner as bench
 
     order: list[float] = []
 
@@ -260,8 +260,8 @@ def test_limit_within_the_slo_keeps_batches_that_fit_twice() -> None:
 
 
 def test_knee_ratios_name_the_threads_and_the_slo_bound_limit() -> None:
-    from rtaudit.workers.bench import TargetResult
-    from rtaudit.workers.bench.report import ratios
+    from rtaudit.tools.bench import TargetResult
+    from rtaudit.tools.bench.report import ratios
 
     lim = Limit("text", "m", {1: 40.0, 64: 128.0, 256: 160.0}, threads=1, every_core=(2, {64: 200.0, 256: 250.0}))
     knee = step(115.0, 115.0, 600.0)
@@ -275,7 +275,7 @@ def test_knee_ratios_name_the_threads_and_the_slo_bound_limit() -> None:
 
 
 def test_a_knee_is_a_lower_bound_until_a_step_above_it_fails() -> None:
-    from rtaudit.workers.bench.stats import saturated
+    from rtaudit.tools.bench.stats import saturated
 
     kept = [step(10.0, 10.0, 100.0), step(30.0, 30.0, 200.0)]
     assert find_knee(kept, 1000.0) is kept[1] and not saturated(kept, 1000.0)
@@ -290,7 +290,7 @@ def test_a_knee_is_a_lower_bound_until_a_step_above_it_fails() -> None:
 def test_overhead_records_are_valid_contract_records_keyed_for_their_target(target: str) -> None:
     from rtaudit.schemas.codec import decode, decode_scores_record
     from rtaudit.schemas.messages import AuditRequest, Manifest, ModalityTask, PartialScore
-    from rtaudit.workers.bench.feed import input_topic, records
+    from rtaudit.tools.bench.feed import input_topic, records
 
     recs = records(target, "hello there", "rid-1", 30_000)
     assert all(topic == input_topic(target) for topic, _ in recs)
@@ -307,7 +307,7 @@ def test_overhead_records_are_valid_contract_records_keyed_for_their_target(targ
 
 
 def test_router_outputs_need_a_task_and_a_manifest() -> None:
-    from rtaudit.workers.bench.feed import output_labels
+    from rtaudit.tools.bench.feed import output_labels
 
     labels, required = output_labels("router")
     assert required == {"task", "manifest"}
@@ -315,8 +315,8 @@ def test_router_outputs_need_a_task_and_a_manifest() -> None:
 
 
 def test_overhead_rates_and_cpu_per_thousand() -> None:
-    from rtaudit.workers.bench.feed import RawRates
-    from rtaudit.workers.bench.overhead import TargetOverhead
+    from rtaudit.tools.bench.feed import RawRates
+    from rtaudit.tools.bench.overhead import TargetOverhead
 
     r = TargetOverhead("fusion", "null", ("fusion",), inputs_per_request=2, requests=1000, answered=1000, seconds=0.5,
                        raw=RawRates(2000, 300.0, 100_000.0, 400_000.0), cpu_s={"fusion": 0.3, "broker": 0.1}, cpu_window_s=0.6)

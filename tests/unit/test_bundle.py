@@ -303,7 +303,7 @@ def test_an_image_bundle_carries_its_detector(tmp_path: Path) -> None:
 
 # -- the CLI ----------------------------------------------------------------------------------------------
 def test_cli_package_publish_list_and_clear_errors(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     monkeypatch.chdir(tmp_path)
     runner = CliRunner()
@@ -330,7 +330,7 @@ def test_cli_package_publish_list_and_clear_errors(tmp_path: Path, monkeypatch: 
 
 
 def test_cli_golden_file_with_given_expectations(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     monkeypatch.chdir(tmp_path)
     golden = tmp_path / "golden.json"

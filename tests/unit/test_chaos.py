@@ -7,7 +7,7 @@ from collections import Counter
 
 import pytest
 
-from rtaudit.workers.chaos import (
+from rtaudit.tools.chaos import (
     ROLES, Fault, Progress, RawVerdict, RequestMaker, Sent, p99, plan_faults, recovery_s, result_rows, tally,
 )
 

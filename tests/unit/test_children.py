@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rtaudit.workers.children import popen_options, stop_group
+from rtaudit.tools.fleet.children import popen_options, stop_group
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="PR_SET_PDEATHSIG is Linux only")
 
@@ -25,7 +25,7 @@ import signal, subprocess, sys, time
 for s in (signal.SIGTERM, signal.SIGHUP):
     signal.signal(s, signal.SIG_DFL)
 signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM, signal.SIGHUP})
-from rtaudit.workers.children import popen_options
+from rtaudit.tools.fleet.children import popen_options
 child = subprocess.Popen(["sleep", "120"], **popen_options())
 print(child.pid, flush=True)
 time.sleep(120)

@@ -1,5 +1,5 @@
 """`rtaudit control ...` without a broker: times, policy files, rollout steps, the status table and
-its flags, the history (workers/control_view.py), and argument errors through Typer's CliRunner
+its flags, the history (cli/control_view.py), and argument errors through Typer's CliRunner
 (one line, exit 2, before anything is published)."""
 
 from __future__ import annotations
@@ -23,8 +23,8 @@ from rtaudit.schemas.control import (
     RolloutPayload,
     ServingStatus,
 )
-from rtaudit.workers import control_view as view
-from rtaudit.workers.cli import app
+from rtaudit.cli import control_view as view
+from rtaudit.cli.main import app
 
 NOW = 1_800_000_000_000
 
@@ -326,7 +326,7 @@ def test_a_policy_with_no_threshold_for_any_text_category_is_refused(no_broker, 
 
 def test_policy_categories_splits_unknown_from_unflagged() -> None:
     from rtaudit.engine.policy import Threshold, TenantPolicy
-    from rtaudit.workers.control_view import KNOWN_CATEGORIES, policy_categories
+    from rtaudit.cli.control_view import KNOWN_CATEGORIES, policy_categories
 
     policy = TenantPolicy(thresholds={"hate": Threshold(review=0.5, block=0.8), "toxic": Threshold(review=0.5, block=0.9)})
     unknown, unflagged = policy_categories(policy)

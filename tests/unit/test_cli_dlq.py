@@ -7,7 +7,7 @@ import base64
 from rtaudit.schemas.codec import decode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import AuditRequest, DLQRecord
-from rtaudit.workers.cli_dlq import ORIGINAL_PREVIEW_BYTES, dlq_line
+from rtaudit.cli.dlq import ORIGINAL_PREVIEW_BYTES, dlq_line
 
 
 def record(raw: bytes, **fields) -> DLQRecord:  # type: ignore[no-untyped-def]
@@ -39,7 +39,7 @@ def test_the_original_is_escaped_and_cut() -> None:
 
 
 def test_keys_and_reasons_cannot_drive_the_terminal() -> None:
-    from rtaudit.workers.cli_dlq import WHO_CHARS, printable
+    from rtaudit.cli.dlq import WHO_CHARS, printable
 
     assert printable("h1-rid-\x1b[31m\n\r\x00") == "h1-rid-\\x1b[31m\\n\\r\\x00"
     assert printable("k" * 100_000, WHO_CHARS) == "k" * WHO_CHARS + "…"

@@ -9,7 +9,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rtaudit.workers.cli import _parse_replicas, app
+from rtaudit.cli.main import _parse_replicas, app
 
 
 def closed_port() -> int:
@@ -100,7 +100,7 @@ def test_a_misspelt_variable_is_an_error(no_broker, monkeypatch):
 
 
 def test_replicas_of_an_unknown_role_list_the_valid_roles():
-    from rtaudit.workers.fleet import OPTIONAL_ROLES, ROLES
+    from rtaudit.tools.fleet.local import OPTIONAL_ROLES, ROLES
 
     with pytest.raises(typer.BadParameter, match=f"unknown role 'bogus' in 'bogus=2': roles are {', '.join(ROLES + OPTIONAL_ROLES)}"):
         _parse_replicas(["bogus=2"])
@@ -111,7 +111,7 @@ def test_replicas_of_an_unknown_role_list_the_valid_roles():
 
 
 def test_the_fleet_says_which_settings_file_it_runs_with(tmp_path, monkeypatch):
-    from rtaudit.workers.cli import _settings_source
+    from rtaudit.cli.main import _settings_source
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typer.testing import CliRunner
 
-from rtaudit.workers.cli import app
-from rtaudit.workers.cli_text import DEFAULT_DATA
+from rtaudit.cli.main import app
+from rtaudit.cli.text import DEFAULT_DATA
 
 
 def test_eval_without_data_is_one_clear_line_and_a_non_zero_exit(tmp_path):
@@ -31,7 +31,7 @@ def test_eval_names_the_missing_files_of_a_partial_data_dir(tmp_path):
 def test_markdown_table_keeps_every_cell_as_plain_text():
     from rich.table import Table
 
-    from rtaudit.workers.cli_common import markdown_table
+    from rtaudit.cli.common import markdown_table
 
     t = Table("language", "R", "target", title="Other languages")
     t.add_row("es", "0.626", "[green]met[/green]")
@@ -42,7 +42,7 @@ def test_markdown_table_keeps_every_cell_as_plain_text():
 
 
 def test_eval_functional_markdown_prints_the_suite_as_one_markdown_table():
-    from rtaudit.engine.text.functional import FUNCTIONALITIES
+    from rtaudit.modelbuild.text.functional import FUNCTIONALITIES
 
     result = CliRunner().invoke(app, ["eval", "--functional", "--markdown"])
     assert result.exit_code == 0, result.output

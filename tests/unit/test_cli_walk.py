@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from rtaudit.workers.cli import app
+from rtaudit.cli.main import app
 
 POLICY = "[thresholds.hate]\nreview = 0.5\nblock = 0.8\n[thresholds.sexual]\nreview = 0.45\nblock = 0.7\n"
 
@@ -112,7 +112,7 @@ def test_with_a_misspelt_variable_every_command_answers_in_one_line(command: str
 
 def test_the_wrong_port_names_the_fleet_that_runs_elsewhere(no_broker: int, tmp_path: Path) -> None:
     """A fleet holds another port (its claim is live): the hint points there instead of `rtaudit up`."""
-    from rtaudit.workers.fleet_record import Claim, FleetRecord
+    from rtaudit.tools.fleet.record import Claim, FleetRecord
     from rtaudit.workers.settings import Settings
 
     with socket.socket() as s:

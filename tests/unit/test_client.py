@@ -18,7 +18,7 @@ from rtaudit.workers import client as client_mod
 from rtaudit.workers.client import (
     AuditClient, DeliveryError, InputFileError, RecordReader, SeenIds, VerdictTimeout, request_from_path,
 )
-from rtaudit.workers.demo import verdict_line
+from rtaudit.tools.demo.corpus import verdict_line
 from rtaudit.workers.kafka import BrokerUnavailable, check_cluster
 from rtaudit.workers.settings import Settings
 

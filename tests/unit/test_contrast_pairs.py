@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtaudit.engine.text import data as D
-from rtaudit.engine.text import contrast_loss as F
-from rtaudit.engine.text import training_data as T
+from rtaudit.modelbuild.text import data as D
+from rtaudit.modelbuild.text import contrast_loss as F
+from rtaudit.modelbuild.text import training_data as T
 from tests.unit.builders import write_dynahate
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtaudit.engine.text import data as D
-from rtaudit.engine.text import training_data as T
-from rtaudit.engine.text.evaluation import LAUGHTER, conversation
+from rtaudit.modelbuild.text import data as D
+from rtaudit.modelbuild.text import training_data as T
+from rtaudit.modelbuild.text.evaluation import LAUGHTER, conversation
 
 #: ordinary chat the tweet-trained head read as abuse before the Chit-Chat negatives (shipped head,
 #: 2026-12-01: "lol" offensive 0.65, "haha so funny" 0.48); none of them is a Chit-Chat message.

@@ -27,7 +27,7 @@ from tests.unit.deploy_files import (
 )
 
 CONTAINERS = k8s_containers() + compose_containers()
-from rtaudit.workers.fleet import ROLES as WORKER_ROLES  # noqa: E402  (every role the fleet starts)
+from rtaudit.tools.fleet.local import ROLES as WORKER_ROLES  # noqa: E402  (every role the fleet starts)
 #: environment variables the containers may set besides RTAUDIT_* settings
 OTHER_ENV = {"KAFKA_BOOTSTRAP_SERVERS", "HF_HUB_OFFLINE"}
 #: custom resources: their schemas are not in kubernetes-validate
@@ -96,7 +96,7 @@ def test_every_command_names_a_worker_app_or_an_rtaudit_command(c: Container) ->
     assert c.command[0] == "rtaudit", f"{c.source}: {c.command}"
     import typer
 
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     group: Any = typer.main.get_command(app)
     for word in c.command[1:]:
@@ -306,7 +306,7 @@ def test_the_image_exports_the_text_encoder_at_build_time_where_workers_look() -
     before dropping root, into the RTAUDIT_CACHE the workers read at run time."""
     import typer
 
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     steps = [ln.strip() for ln in (REPO / "deploy" / "Dockerfile").read_text().replace("\\\n", " ").splitlines()
              if ln.strip() and not ln.lstrip().startswith("#")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtaudit.engine.text import normalize
+from rtaudit.engine.text.normalize import normalize
 from rtaudit.engine.text.emoji_names import emoji_name
 from rtaudit.engine.text.scoring import route_normalized, script_text
 
@@ -152,7 +152,7 @@ HATEMOJI_VALIDATION_FLOOR = 0.49
 
 
 def test_hatemoji_build_validation_macro_f1(text_scorer, data_dir):
-    from rtaudit.engine.text.evaluation import hatemoji
+    from rtaudit.modelbuild.text.evaluation import hatemoji
 
     result = hatemoji(text_scorer, data_dir, "dev")
     assert result["rows"] == 591
@@ -181,7 +181,7 @@ def test_emoji_naming_is_bounded_for_hostile_texts() -> None:
 def test_a_skin_tone_changes_nothing_the_model_reads():
     """Skin tones are dropped from emoji names (a model that read them flagged 19-27 % of benign chat with a toned
     emoji): every tone of the benign emoji chat reads exactly as the message without one."""
-    from rtaudit.engine.text.benign import SKIN_TONES, emoji_chat
+    from rtaudit.modelbuild.text.benign import SKIN_TONES, emoji_chat
 
     plain = [normalize(t).text for t in emoji_chat("none")]
     assert len(plain) == 165
@@ -200,7 +200,7 @@ EMOJI_CHAT_FLAGGED_MAX = 0.06
 
 
 def test_benign_emoji_chat_flag_rate_is_held(text_scorer):
-    from rtaudit.engine.text.evaluation import emoji_chat
+    from rtaudit.modelbuild.text.evaluation import emoji_chat
 
     rows = {tone: rate for tone, _, rate, _ in emoji_chat(text_scorer)}
     assert len(set(rows.values())) == 1, rows  # tones read as nothing

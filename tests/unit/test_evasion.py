@@ -1,4 +1,4 @@
-"""rtaudit.engine.text.evasion / benign / robustness: the suite is deterministic, realistic, and normalization undoes it."""
+"""rtaudit.modelbuild.text.evasion / benign / robustness: the suite is deterministic, realistic, and normalization undoes it."""
 
 from __future__ import annotations
 
@@ -11,10 +11,10 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.text import normalize
-from rtaudit.engine.text.benign import BENIGN, BENIGN_CATEGORIES, BENIGN_TEXTS
-from rtaudit.engine.text.evasion import TECHNIQUES, evasion_variant, evasion_variants
-from rtaudit.engine.text.robustness import evasion_report, format_reports, newly_flagged, normalized
+from rtaudit.engine.text.normalize import normalize
+from rtaudit.modelbuild.text.benign import BENIGN, BENIGN_CATEGORIES, BENIGN_TEXTS
+from rtaudit.modelbuild.text.evasion import TECHNIQUES, evasion_variant, evasion_variants
+from rtaudit.modelbuild.text.robustness import evasion_report, format_reports, newly_flagged, normalized
 
 CLEAN = "RT @someone: you are a stupid bitch http://t.co/Ab12 #tbt"
 

@@ -155,7 +155,7 @@ def test_bad_arguments_are_refused(copy, astronaut):
 
 
 def test_iou_and_pointing():
-    from rtaudit.engine.explain.evaluation import inside, iou
+    from rtaudit.modelbuild.explain.evaluation import inside, iou
 
     assert iou((0, 0, 10, 10), (0, 0, 10, 10)) == 1.0
     assert iou((0, 0, 10, 10), (5, 0, 10, 10)) == pytest.approx(50 / 150)
@@ -165,7 +165,7 @@ def test_iou_and_pointing():
 
 
 def test_localization_and_deletion_insertion_on_real_photos(copy, astronaut):
-    from rtaudit.engine.explain.evaluation import LabelledImage, deletion_insertion, localization
+    from rtaudit.modelbuild.explain.evaluation import LabelledImage, deletion_insertion, localization
 
     explainer = CamExplainer(copy, "gradcam++")
     try:
@@ -246,7 +246,7 @@ def test_verdict_image_parts_come_from_routed_parts_only():
 def test_shared_photos_agree_and_gradcampp_localizes_at_least_as_well(data_dir, served, copy):
     """Evaluation: every shared photo (plus scikit-image's) through both graphs, and the issue's
     ordering on the images NudeNet boxes (docs/explanations.md has the full table)."""
-    from rtaudit.engine.explain.evaluation import detector_labelled, localization, photo_corpus
+    from rtaudit.modelbuild.explain.evaluation import detector_labelled, localization, photo_corpus
 
     images = photo_corpus(data_dir / "images" / "photos")
     assert len(images) >= 20

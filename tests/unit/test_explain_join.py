@@ -111,7 +111,7 @@ def test_forget_drops_a_revoked_partitions_state():
 
 
 def test_rtaudit_up_adds_the_explain_role_only_when_enabled_and_installed(monkeypatch):
-    from rtaudit.workers import fleet
+    from rtaudit.tools.fleet import local as fleet
     from rtaudit.workers.settings import ExplainSettings, Settings
 
     on, off = Settings(), Settings(explain=ExplainSettings(enabled=False))
@@ -124,7 +124,7 @@ def test_rtaudit_up_adds_the_explain_role_only_when_enabled_and_installed(monkey
 def test_explanation_lines_name_the_request_part_and_result():
     from rtaudit.schemas.explain import Explanation
     from rtaudit.schemas.messages import ModelRef
-    from rtaudit.workers.cli_explain import explanation_line
+    from rtaudit.cli.explain import explanation_line
 
     common = dict(request_id="r1", part="image:0", trigger="verdict", model=ModelRef(name="open-nsfw", version="0.1.0+864bb37bf886"),
                   method="gradcam++", target="nsfw", layer="Relu_48", box_threshold=0.5, produced_at_ms=1)

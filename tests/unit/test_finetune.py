@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from rtaudit.engine.text import encoder as E
-from rtaudit.engine.text import finetune as F
+from rtaudit.modelbuild.text import finetune as F
 from rtaudit.engine.text.heads import ArtifactError, EnglishHead, load_manifest, verified_path
 
 TEXTS = ["have a nice day", "you are such an idiot, seriously", "lol",
@@ -152,7 +152,7 @@ def test_length_batches_cover_every_row_once():
 
 
 def test_targets_weight_only_labelled_train_rows():
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
 
     rows = [D.Example(uid=str(i), text=f"text {i}", labels={"offensive": i % 2, **({"hate": 0} if i < 4 else {})},
                       split="train" if i < 6 else "dev", dataset="olid") for i in range(8)]

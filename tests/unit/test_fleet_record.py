@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from rtaudit.workers.fleet_record import Claim, FleetConflict, FleetRecord, listener_pid, read_claim, settings_hash
+from rtaudit.tools.fleet.record import Claim, FleetConflict, FleetRecord, listener_pid, read_claim, settings_hash
 from rtaudit.workers.settings import Settings
 
 
@@ -69,7 +69,7 @@ def test_a_dead_owners_claim_is_stale_and_taken_over(runtime: Path) -> None:
     holder = subprocess.Popen(
         [sys.executable, "-c", f"""
 import time
-from rtaudit.workers.fleet_record import Claim, FleetRecord
+from rtaudit.tools.fleet.record import Claim, FleetRecord
 from rtaudit.workers.settings import Settings
 s = Settings(embedded_port={s.embedded_port})
 claim = Claim(s, FleetRecord.ours(s, "fleet", "run-x", None)).acquire()  # held while referenced

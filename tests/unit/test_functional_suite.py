@@ -1,4 +1,4 @@
-"""The functional suite (rtaudit.engine.text.functional): its shape, how it scores, and floors for the real model."""
+"""The functional suite (rtaudit.modelbuild.text.functional): its shape, how it scores, and floors for the real model."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import pytest
 from typer.testing import CliRunner
 
 from rtaudit.engine.policy import Threshold
-from rtaudit.engine.text import functional as F
-from rtaudit.workers.cli_common import markdown_table
+from rtaudit.modelbuild.text import functional as F
+from rtaudit.cli.common import markdown_table
 
 CATEGORIES = {"hate", "offensive", "targeted_insult", "violence"}
 
@@ -147,7 +147,7 @@ class FakeScorer:
 
 def test_eval_functional_runs_without_data(tmp_path, monkeypatch):
     from rtaudit.engine.text import scoring
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     monkeypatch.setattr(scoring, "TextScorer", FakeScorer)
     result = CliRunner().invoke(app, ["eval", "--functional", "--data", str(tmp_path / "none")], env={"COLUMNS": "200"})
@@ -163,8 +163,8 @@ def test_eval_functional_runs_without_data(tmp_path, monkeypatch):
 #: (2026-12-03-f8525f07) traded identity_positive (0.71) for negation, counter-speech and direct threats, and this
 #: one (``hate`` its own decision) won it back (docs/text-moderation.md, "Hate as its own
 #: decision").
-#: violence_idiom and insult_counter are not independent measurements: engine/text/contrasts.py and
-#: engine/text/context_contrasts.py train on other wordings of the same senses and frames.
+#: violence_idiom and insult_counter are not independent measurements: modelbuild/text/contrasts.py and
+#: modelbuild/text/context_contrasts.py train on other wordings of the same senses and frames.
 MEASURED = {"insult_direct": 1.00, "insult_counter": 0.80, "group_derogation": 0.92, "identity_neutral": 1.00,
             "identity_positive": 0.88, "group_reporting": 0.92, "threat_direct": 0.85, "threat_negated": 0.69,
             "violence_idiom": 0.92, "slur_reclaimed": 1.00, "emoji_benign": 1.00, "evasion_benign": 1.00,

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections import Counter
 from pathlib import Path
 
-from rtaudit.workers.fuzz.harness import Outcome, leaks, media_probes, summarize
-from rtaudit.workers.fuzz.mutations import generate
+from rtaudit.tools.fuzz.harness import Outcome, leaks, media_probes, summarize
+from rtaudit.tools.fuzz.mutations import generate
 
 ROOT = Path("/srv/fuzz-media")
 
@@ -51,7 +51,7 @@ def test_media_payloads_are_found_wherever_they_leak(tmp_path):
 def test_the_fuzz_fleet_keeps_its_private_port_whatever_the_environment_says(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """RTAUDIT_EMBEDDED_PORT (exported for a user's own fleet) overrides a settings file; the fuzz
     run's port must win, or its requests land in that fleet (from a newcomer's run)."""
-    from rtaudit.workers.fuzz.harness import private_settings, write_config
+    from rtaudit.tools.fuzz.harness import private_settings, write_config
 
     monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", "39417")
     config = write_config(tmp_path / "rtaudit.toml", 45123, tmp_path / "state", tmp_path, "null")
@@ -59,8 +59,8 @@ def test_the_fuzz_fleet_keeps_its_private_port_whatever_the_environment_says(tmp
 
 
 def test_a_private_fleet_ignores_an_exported_bootstrap_address(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
-    from rtaudit.workers.fleet import Fleet
-    from rtaudit.workers.fuzz.harness import private_settings, write_config
+    from rtaudit.tools.fleet.local import Fleet
+    from rtaudit.tools.fuzz.harness import private_settings, write_config
 
     monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", "users-cluster:9092")
     monkeypatch.setenv("rtaudit_bootstrap_servers", "users-cluster:9092")

@@ -1,4 +1,4 @@
-"""The fuzz generator (workers/fuzz/mutations.py): deterministic for a seed, every kind
+"""The fuzz generator (tools/fuzz/mutations.py): deterministic for a seed, every kind
 produced, and its idea of which request id is readable agrees with the codec's."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import orjson
 import pytest
 
 from rtaudit.schemas.codec import readable_fields
-from rtaudit.workers.fuzz.mutations import KINDS, MUTATIONS, WEIGHTS, generate, is_valid_id, media_uris
+from rtaudit.tools.fuzz.mutations import KINDS, MUTATIONS, WEIGHTS, generate, is_valid_id, media_uris
 
 NOW_MS = 1_700_000_000_000
 ROOT = Path("/srv/fuzz-media")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtaudit.engine.text import data as D
-from rtaudit.engine.text import training_data as T
-from rtaudit.engine.text.identity_terms import IDENTITY_TERMS, identity_key
+from rtaudit.modelbuild.text import data as D
+from rtaudit.modelbuild.text import training_data as T
+from rtaudit.modelbuild.text.identity_terms import IDENTITY_TERMS, identity_key
 
 
 @pytest.mark.parametrize(("text", "key"), [

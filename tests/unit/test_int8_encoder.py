@@ -121,7 +121,7 @@ def test_an_unknown_precision_setting_is_refused(monkeypatch):
 def test_build_encoder_command_builds_both_graphs_beside_each_other():
     from typer.testing import CliRunner
 
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     result = CliRunner().invoke(app, ["text", "build-encoder"])
     assert result.exit_code == 0, result.output

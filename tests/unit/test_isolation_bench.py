@@ -1,4 +1,4 @@
-"""The pure parts of the real-fleet tenant isolation bench (workers/bench/isolation.py): outcomes,
+"""The pure parts of the real-fleet tenant isolation bench (tools/bench/isolation.py): outcomes,
 phase statistics, ratios and tables, the settings file, the router's counters, the cost stage."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rtaudit.schemas.messages import ModalityTask, Verdict
-from rtaudit.workers.bench import isolation as iso
+from rtaudit.tools.bench import isolation as iso
 from rtaudit.workers.settings import Settings
 
 
@@ -114,7 +114,7 @@ def test_importing_the_module_builds_no_app_and_unknown_names_raise() -> None:
 def test_a_metrics_port_block_is_free_and_outside_the_ephemeral_range() -> None:
     import socket
 
-    from rtaudit.workers.bench.rig import PORT_BLOCK_RANGE, free_port_block
+    from rtaudit.tools.bench.rig import PORT_BLOCK_RANGE, free_port_block
 
     base = free_port_block(4)
     assert PORT_BLOCK_RANGE[0] <= base and base + 4 <= PORT_BLOCK_RANGE[1]

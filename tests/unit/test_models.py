@@ -85,7 +85,7 @@ def rendered_partial(ocr_stage, tmp_path_factory):
 
     from PIL import Image
 
-    from rtaudit.workers.demo import render_text_image
+    from rtaudit.tools.demo.corpus import render_text_image
 
     lines = [Image.open(io.BytesIO(render_text_image(line))) for line in RENDERED_LINES]
     page = Image.new("RGB", (max(i.width for i in lines), sum(i.height for i in lines)), "white")

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from rtaudit.engine.text import multilingual as ML
-from rtaudit.engine.text import multilingual_data as MD
-from rtaudit.engine.text.benign_multilingual import BENIGN
+from rtaudit.modelbuild.text import multilingual_data as MD
+from rtaudit.modelbuild.text.benign_multilingual import BENIGN
 from rtaudit.engine.text.heads import ArtifactError, CharNgramModel, ChineseModel
 from rtaudit.engine.text.normalize import normalize
 
@@ -116,7 +116,7 @@ def test_benign_list_has_fifty_sentences_per_language():
 def test_written_negatives_are_not_benign_sentences():
     """The written training negatives (multilingual_negatives) never repeat an evaluation sentence,
     as written or as the model reads it."""
-    from rtaudit.engine.text.multilingual_negatives import NEGATIVES
+    from rtaudit.modelbuild.text.multilingual_negatives import NEGATIVES
 
     assert set(NEGATIVES) <= set(ML.LANGUAGES)
     for lang, sentences in NEGATIVES.items():
@@ -127,7 +127,7 @@ def test_written_negatives_are_not_benign_sentences():
 
 
 def test_threshold_rule_keeps_the_recall_floor_where_reachable():
-    from rtaudit.engine.text.multilingual_train import best_macro_threshold
+    from rtaudit.modelbuild.text.multilingual_train import best_macro_threshold
 
     y = np.array([1, 1, 1, 1, 0, 0, 0, 0, 0, 0])
     p = np.array([0.9, 0.8, 0.3, 0.25, 0.5, 0.45, 0.35, 0.28, 0.1, 0.1])
@@ -176,7 +176,7 @@ def test_scorer_routes_scores_and_maps_spans(text_scorer):
 def test_eval_section_says_in_one_line_why_it_is_skipped(tmp_path):
     from rich.console import Console
 
-    from rtaudit.workers.cli_multilingual import multilingual_section
+    from rtaudit.cli.multilingual import multilingual_section
 
     console = Console(record=True, width=200)
     multilingual_section(console, scorer=None, data=tmp_path, quick=True)
@@ -187,7 +187,7 @@ def test_eval_section_says_in_one_line_why_it_is_skipped(tmp_path):
 def test_train_command_refuses_without_data(tmp_path):
     from typer.testing import CliRunner
 
-    from rtaudit.workers.cli import app
+    from rtaudit.cli.main import app
 
     result = CliRunner().invoke(app, ["text", "train-multilingual", "--data", str(tmp_path)])
     assert result.exit_code == 2 and "no per-language data" in result.output
@@ -215,7 +215,7 @@ def test_tatoeba_sentences_are_ordinary_negatives_without_the_benign_sentences(m
 
 
 def test_held_out_table_on_samples(multilingual_data_dir, text_scorer):
-    from rtaudit.engine.text.multilingual_train import test_report
+    from rtaudit.modelbuild.text.multilingual_train import test_report
 
     rows = test_report(text_scorer, multilingual_data_dir, quick=True)
     assert [r.language for r in rows] == list(ML.LANGUAGES)

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.text import NormalizedText, normalize
+from rtaudit.engine.text.normalize import NormalizedText, normalize
 from rtaudit.engine.text.normalize import ABBREVIATIONS
-from rtaudit.engine.text.benign import BENIGN
+from rtaudit.modelbuild.text.benign import BENIGN
 
 
 @pytest.mark.parametrize(

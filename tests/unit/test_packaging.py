@@ -12,10 +12,10 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-FOLDERS = ("engine", "workers", "schemas", "topics")
+FOLDERS = ("engine", "workers", "schemas", "topics", "cli", "tools", "modelbuild")
 #: a bare import or module path: ``from engine.x``, ``import workers.y``, ``"schemas.z"``, ``faust -A workers.router``,
 #: ``workers.<role>``.
-BARE = re.compile(r"^\s*(?:from|import) (?:engine|workers|schemas|topics)\b|(?<![\w./-])(?:engine|workers|schemas|topics)\.[a-z_{<][\w{}<>]*(?!\w*\()",
+BARE = re.compile(r"^\s*(?:from|import) (?:engine|workers|schemas|topics|cli|tools|modelbuild)\b|(?<![\w./-])(?:engine|workers|schemas|topics|cli|tools|modelbuild)\.[a-z_{<][\w{}<>]*(?!\w*\()",
                   re.M)
 
 
@@ -53,7 +53,7 @@ def test_the_docs_and_deploy_files_name_the_installed_modules() -> None:
 
 
 #: a package named by a bare string to the import machinery: ``resources.files("workers")``.
-BARE_RESOURCE = re.compile(r"(?:files|import_module|find_spec)\(\s*[\"'](?:engine|workers|schemas|topics)\b")
+BARE_RESOURCE = re.compile(r"(?:files|import_module|find_spec)\(\s*[\"'](?:engine|workers|schemas|topics|cli|tools|modelbuild)\b")
 
 
 def test_package_resources_are_reached_through_the_namespace() -> None:
@@ -67,7 +67,7 @@ def test_package_data_loads_outside_the_repository(tmp_path: Path) -> None:
     accident; an installed ``rtaudit`` run from elsewhere must find its data (the demo texts,
     the JSON Schemas, the text artifacts) through the namespace alone."""
     code = (
-        "from rtaudit.workers.demo import demo_texts; assert len(demo_texts()) > 10\n"
+        "from rtaudit.tools.demo.corpus import demo_texts; assert len(demo_texts()) > 10\n"
         "from rtaudit.schemas.export import SCHEMA_DIR; assert any(SCHEMA_DIR.glob('*.schema.json'))\n"
         "from rtaudit.engine.text.heads import MANIFEST; assert MANIFEST.is_file()\n"
     )

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rtaudit.engine.policy import DEFAULT_THRESHOLDS, PolicyBook, TenantPolicy
-from rtaudit.engine.text import data as D
+from rtaudit.modelbuild.text import data as D
 from rtaudit.engine.text.encoder import resolve_precision
 from rtaudit.engine.text.heads import EN_HEAD, EnglishHead, load_manifest
 from tests.unit.builders import write_dynahate
@@ -42,7 +42,7 @@ def test_the_head_the_manifest_and_the_policy_know_the_new_categories():
 
 def test_the_manifest_names_where_each_safety_set_comes_from():
     manifest = load_manifest()
-    from rtaudit.engine.text.training_data import DATA_PROVENANCE
+    from rtaudit.modelbuild.text.training_data import DATA_PROVENANCE
 
     provenance = manifest["data_provenance"]
     for name in D.SAFETY_DATASETS:  # a fitted set in the manifest; an evaluation-only one at least in the code
@@ -102,10 +102,10 @@ def test_benign_controls_are_not_flagged_as_threats_or_self_harm(probe_scores, t
 
 
 def test_the_written_contrasts_are_in_no_evaluation_set():
-    from rtaudit.engine.text.benign import BENIGN_TEXTS
-    from rtaudit.engine.text.contrasts import CONTRASTS
-    from rtaudit.engine.text.evaluation import PROBES
-    from rtaudit.engine.text.functional import CASES
+    from rtaudit.modelbuild.text.benign import BENIGN_TEXTS
+    from rtaudit.modelbuild.text.contrasts import CONTRASTS
+    from rtaudit.modelbuild.text.evaluation import PROBES
+    from rtaudit.modelbuild.text.functional import CASES
 
     held = {D.text_key(t) for t in (*BENIGN_TEXTS, *(c.text for c in CASES), *(t for t, _ in PROBES), *CONTROLS)}
     assert not held & {D.text_key(t) for t in CONTRASTS}
@@ -123,10 +123,10 @@ def _skeleton(text: str, words: set[str]) -> str:
 def test_the_context_contrasts_share_no_text_word_list_or_frame_with_the_evaluation_sets():
     import re
 
-    from rtaudit.engine.text import context_contrasts as X
-    from rtaudit.engine.text import functional as F
-    from rtaudit.engine.text.benign import BENIGN_TEXTS
-    from rtaudit.engine.text.evaluation import PROBES
+    from rtaudit.modelbuild.text import context_contrasts as X
+    from rtaudit.modelbuild.text import functional as F
+    from rtaudit.modelbuild.text.benign import BENIGN_TEXTS
+    from rtaudit.modelbuild.text.evaluation import PROBES
 
     written = (*X.CONTEXT_CONTRASTS, *X.DIRECT_FORMS, *X.IDENTITY_STATEMENTS)
     held = {D.text_key(t) for t in (*BENIGN_TEXTS, *(c.text for c in F.CASES), *(t for t, _ in PROBES), *CONTROLS)}
@@ -197,7 +197,7 @@ def test_safety_sets_load_with_disjoint_splits(safety_data_dir):
 
 
 def test_training_never_reads_a_safety_test_split(data_dir, safety_data_dir):
-    from rtaudit.engine.text.training_data import english_examples
+    from rtaudit.modelbuild.text.training_data import english_examples
 
     rows = english_examples(data_dir, safety_data_dir)
     assert {r.split for r in rows} == {"train", "dev"}
@@ -217,7 +217,7 @@ def test_training_never_reads_a_safety_test_split(data_dir, safety_data_dir):
 
 
 def test_held_out_recall_of_the_new_categories(text_scorer, data_dir, safety_data_dir):
-    from rtaudit.engine.text.evaluation import safety
+    from rtaudit.modelbuild.text.evaluation import safety
 
     rows, benign = safety(text_scorer, data_dir, safety_data_dir, quick=True)
     by = {(r.dataset, r.category): r for r in rows}
@@ -287,7 +287,7 @@ def test_dynahate_loader_refuses_labels_that_do_not_match_the_texts(tmp_path):
 def test_short_fragments_pair_by_shared_word_and_never_repeat_an_abusive_fragment():
     """The benign partner of an abusive rationale span is a run of a normal post holding a word of the span; a
     partner with the text of any abusive fragment would be a contradictory row, and is dropped."""
-    from rtaudit.engine.text.training_data import short_fragments
+    from rtaudit.modelbuild.text.training_data import short_fragments
 
     def post(uid: str, words: str, offensive: int, rationale: tuple[int, ...] = ()) -> D.Example:
         tokens = tuple(words.split())
@@ -314,8 +314,8 @@ def test_short_fragments_pair_by_shared_word_and_never_repeat_an_abusive_fragmen
 def test_emoji_negatives_leave_out_threat_emoji_weapons_and_the_held_out_chat_emoji():
     import emoji
 
-    from rtaudit.engine.text.benign import EMOJI_CHAT_EMOJI
-    from rtaudit.engine.text.safety_negatives import emoji_negatives
+    from rtaudit.modelbuild.text.benign import EMOJI_CHAT_EMOJI
+    from rtaudit.modelbuild.text.safety_negatives import emoji_negatives
 
     rows = [D.Example("I will find you 💀🐍", {"violence": 1}, "threatgram101", "train", "t1"),
             D.Example("you 🐍 lol", {"violence": 0}, "threatgram101", "train", "t2"),

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from rtaudit.engine.text import normalize
-from rtaudit.engine.text.benign import BENIGN
+from rtaudit.engine.text.normalize import normalize
+from rtaudit.modelbuild.text.benign import BENIGN
 from rtaudit.engine.text.lexicon import common, offensive, word_cost
 
 #: (rule, what a user wrote, what the model must see)

@@ -88,7 +88,7 @@ def test_the_stage_categories_agree_with_the_models() -> None:
     from rtaudit.engine.models.lexical import REPORTED_AS
     from rtaudit.engine.models.null import NULL_SCORES
     from rtaudit.engine.models.nudity import CATEGORIES as NUDITY
-    from rtaudit.engine.text.data import CATEGORIES as TEXT
+    from rtaudit.modelbuild.text.data import CATEGORIES as TEXT
 
     assert (TEXT_CATEGORIES, IMAGE_CATEGORIES, LEXICAL_CATEGORIES) == (TEXT, NUDITY, (REPORTED_AS,))
     assert tuple(NULL_SCORES) == TEXT_CATEGORIES

@@ -10,7 +10,7 @@ import pytest
 from rtaudit.engine.media_kind import sniff
 from rtaudit.schemas.messages import Evidence, Verdict
 from rtaudit.workers.client import InputFileError, request_from_path
-from rtaudit.workers.demo import verdict_line
+from rtaudit.tools.demo.corpus import verdict_line
 from tests.unit.media_builders import clip, encode_audio, encode_video, text_frame
 from tests.unit.test_animation import animation
 

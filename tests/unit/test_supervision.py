@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from rtaudit.workers.fleet import Fleet, describe_exit
+from rtaudit.tools.fleet.local import Fleet, describe_exit
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.supervision import RestartPolicy
+from rtaudit.tools.fleet.supervision import RestartPolicy
 
 
 def test_backoff_doubles_from_the_base_up_to_the_cap() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtaudit.engine.text import data as D
+from rtaudit.modelbuild.text import data as D
 from rtaudit.engine.text.heads import ARTIFACTS, ZH_FEATURES, load_manifest, sha256_file, zh_vectorizer
 from rtaudit.engine.text.scoring import han_share
 
@@ -143,8 +143,8 @@ QUALITY_FLOORS = {"davidson": 0.59, "olid": 0.50, "hatexplain": 0.63, "cold": 0.
 
 @pytest.mark.parametrize("dataset", sorted(QUALITY_FLOORS))
 def test_quality_floor_on_a_dev_sample(text_scorer, data_dir, dataset):
-    from rtaudit.engine.text.evaluation import sample, score_matrix
-    from rtaudit.engine.text.metrics import prf
+    from rtaudit.modelbuild.text.evaluation import sample, score_matrix
+    from rtaudit.modelbuild.text.metrics import prf
 
     rows = sample(D.load(dataset, data_dir, "dev"), 120)
     scores = score_matrix(text_scorer, [r.text for r in rows])
@@ -154,7 +154,7 @@ def test_quality_floor_on_a_dev_sample(text_scorer, data_dir, dataset):
 
 
 def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
-    from rtaudit.engine.text.training_data import balanced_weights
+    from rtaudit.modelbuild.text.training_data import balanced_weights
 
     y = np.array([1] * 77 + [0] * 23 + [1] * 10 + [0] * 20)
     groups = np.array(["davidson"] * 100 + ["olid"] * 30)
@@ -169,7 +169,7 @@ def test_balanced_weights_give_each_dataset_class_cell_equal_mass():
 
 
 def test_hatemoji_build_uses_its_official_splits_and_its_test_split_is_never_trained_on(data_dir):
-    from rtaudit.engine.text.training_data import english_examples
+    from rtaudit.modelbuild.text.training_data import english_examples
 
     rows = D.load("hatemoji_build", data_dir)
     assert [sum(r.split == s for r in rows) for s in ("train", "dev", "test")] == [4728, 591, 593]

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.text.long_document import SENTENCES, benign_sentences, whole_document
+from rtaudit.modelbuild.text.long_document import SENTENCES, benign_sentences, whole_document
 from rtaudit.engine.text.windows import (
     MAX_COST_RATIO,
     OVERLAP_TOKENS,

@@ -3,19 +3,19 @@ the roles in ``workers/``.
 
 Modules, from the bottom up:
 
-* :mod:`~rtaudit.workers.bench.stats` — pure arithmetic: schedules, step statistics, the knee, ratios;
-* :mod:`~rtaudit.workers.bench.inputs` — the corpus, record builders and the in-memory model limit;
-* :mod:`~rtaudit.workers.bench.load` — open-loop sender, arrival reader, the naive consumer
-  (``python -m rtaudit.workers.bench.load ROLE TOPIC``);
-* :mod:`~rtaudit.workers.bench.rig` — a private embedded broker, the processes it starts, one step;
-* :mod:`~rtaudit.workers.bench.runner` — the stepped series per target (:class:`Bench`);
-* :mod:`~rtaudit.workers.bench.peers` and :mod:`~rtaudit.workers.bench.versus` — ``rtaudit bench --peers``: Faust's
+* :mod:`~rtaudit.tools.bench.stats` — pure arithmetic: schedules, step statistics, the knee, ratios;
+* :mod:`~rtaudit.tools.bench.inputs` — the corpus, record builders and the in-memory model limit;
+* :mod:`~rtaudit.tools.bench.load` — open-loop sender, arrival reader, the naive consumer
+  (``python -m rtaudit.tools.bench.load ROLE TOPIC``);
+* :mod:`~rtaudit.tools.bench.rig` — a private embedded broker, the processes it starts, one step;
+* :mod:`~rtaudit.tools.bench.runner` — the stepped series per target (:class:`Bench`);
+* :mod:`~rtaudit.tools.bench.peers` and :mod:`~rtaudit.tools.bench.versus` — ``rtaudit bench --peers``: Faust's
   ``stream.take()`` batching and Ray Serve's ``@serve.batch`` around the same stage, stepped like the worker;
-* :mod:`~rtaudit.workers.bench.feed` and :mod:`~rtaudit.workers.bench.overhead` — ``rtaudit bench --model``:
+* :mod:`~rtaudit.tools.bench.feed` and :mod:`~rtaudit.tools.bench.overhead` — ``rtaudit bench --model``:
   the fleet's own cost per role and end to end, against the raw client (:class:`OverheadBench`);
-* :mod:`~rtaudit.workers.bench.report` — tables, ``bench.json``, ``overhead.json`` and the plot.
+* :mod:`~rtaudit.tools.bench.report` — tables, ``bench.json``, ``overhead.json`` and the plot.
 
-The names below are re-exported lazily (PEP 562), so ``python -m rtaudit.workers.bench.load``
+The names below are re-exported lazily (PEP 562), so ``python -m rtaudit.tools.bench.load``
 does not import the whole bench first.
 """
 

@@ -1,6 +1,6 @@
 """Resident memory across model swaps: does a process that swaps bundles N times keep its size?
 
-``python -m rtaudit.workers.bench.bundle_memory --swaps 20 --stage text`` packages ``swaps + 1`` bundles of
+``python -m rtaudit.tools.bench.bundle_memory --swaps 20 --stage text`` packages ``swaps + 1`` bundles of
 the stage (the installed artifacts, one version each: ``m0``, ``m1``, ...; the first records the
 golden set, the others reuse it), makes ``m0`` ready (:func:`rtaudit.engine.bundle_stage.ready_stage`:
 verify, load, golden check, warm-up of every batch-size bucket), then swaps ``swaps`` times the way

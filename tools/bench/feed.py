@@ -1,4 +1,4 @@
-"""What the overhead bench (:mod:`rtaudit.workers.bench.overhead`) sends and reads: the input
+"""What the overhead bench (:mod:`rtaudit.tools.bench.overhead`) sends and reads: the input
 records of each target, an output reader that only looks at record keys, and the raw
 confluent-kafka client rates on the same records (the physical limit).
 
@@ -32,7 +32,7 @@ from rtaudit.engine.models.null import NULL_SCORES
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.messages import AuditRequest, Manifest, ModalityTask, ModelRef, PartialScore, Timings
 from rtaudit.topics.catalog import LANES, REQUESTS, SCORES, VERDICTS, lane_topic
-from rtaudit.workers.bench.inputs import TENANT
+from rtaudit.tools.bench.inputs import TENANT
 from rtaudit.workers.kafka import consumer_config
 from rtaudit.workers.settings import Settings
 

@@ -20,7 +20,7 @@ from rtaudit.engine.routing import DEFAULT_STAGES
 from rtaudit.engine.stage import process_batch
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.messages import AuditRequest, MediaItem, ModalityTask
-from rtaudit.workers.demo import PHOTOS, RENDERED, demo_texts, render_text_image, skimage_file
+from rtaudit.tools.demo.corpus import PHOTOS, RENDERED, demo_texts, render_text_image, skimage_file
 
 #: tenant id of every bench record.
 TENANT = "bench"

@@ -41,8 +41,8 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
 from rtaudit.engine.models import StageOutput
 from rtaudit.engine.models.null import NULL_SCORES
 from rtaudit.schemas.messages import ModalityTask, ModelRef, Verdict
-from rtaudit.workers.bench.load import fetched
-from rtaudit.workers.demo import percentile
+from rtaudit.tools.bench.load import fetched
+from rtaudit.tools.demo.corpus import percentile
 
 QUIET = "quiet"
 #: configuration → the flooding tenant's id and ``over_quota`` (``None``: no quota).
@@ -50,7 +50,7 @@ CONFIGS: dict[str, tuple[str, str | None]] = {
     "throttle": ("flood-throttle", "throttle"), "delay": ("flood-delay", "delay"),
     "lower_lane": ("flood-lower", "lower_lane"), "no quota": ("flood-none", None),
 }
-#: the worker role the fleet spawns for the text stage: ``faust -A rtaudit.workers.bench.isolation``.
+#: the worker role the fleet spawns for the text stage: ``faust -A rtaudit.tools.bench.isolation``.
 WORKER_ROLE = "bench.isolation"
 #: environment of the worker process: the model's cost per batch and per item, ms.
 BATCH_MS_ENV, ITEM_MS_ENV = "ISOLATION_BENCH_BATCH_MS", "ISOLATION_BENCH_ITEM_MS"
@@ -103,7 +103,7 @@ def stage_factory(settings: Any) -> CostStage:
 
 def __getattr__(name: str) -> Any:
     """``app``: the text worker's Faust app serving :class:`CostStage`, built on first access only
-    (``faust -A rtaudit.workers.bench.isolation worker``), so importing this module starts nothing."""
+    (``faust -A rtaudit.tools.bench.isolation worker``), so importing this module starts nothing."""
     if name == "app":
         from rtaudit.workers.modality import modality_app
 
@@ -385,8 +385,8 @@ def run(opts: IsolationOptions, say: Callable[[str], None] = print) -> Isolation
 @contextmanager
 def _stand(opts: IsolationOptions, log_dir: Path, say: Callable[[str], None]) -> Iterator["_Stand"]:
     """A fleet (router, fusion, the cost-stage text worker) on a new embedded broker, ready, with a reader and a producer."""
-    from rtaudit.workers.bench.rig import free_port, free_port_block
-    from rtaudit.workers.fleet import Fleet
+    from rtaudit.tools.bench.rig import free_port, free_port_block
+    from rtaudit.tools.fleet.local import Fleet
     from rtaudit.workers.kafka import producer_config
     from rtaudit.workers.settings import load_settings
 
@@ -425,7 +425,7 @@ class _Stand:
 
     def cpu(self) -> dict[str, float]:
         """CPU seconds so far per process: each role, the broker and this one (the load generator and reader)."""
-        from rtaudit.workers.bench.rig import process_cpu_seconds
+        from rtaudit.tools.bench.rig import process_cpu_seconds
 
         procs = {role: [p.pid for p in ps] for role, ps in self.fleet.processes.items()}
         if self.fleet.broker is not None and self.fleet.broker.process is not None:
@@ -438,7 +438,7 @@ class _Stand:
         from rtaudit.schemas.codec import encode
         from rtaudit.schemas.messages import AuditRequest
         from rtaudit.topics.catalog import REQUESTS
-        from rtaudit.workers.bench.load import Send, send_open_loop
+        from rtaudit.tools.bench.load import Send, send_open_loop
 
         def value(rid: str, tenant: str) -> Callable[[float], bytes]:
             return lambda due: encode(AuditRequest(request_id=rid, tenant_id=tenant, created_at_ms=int(due * 1000),

@@ -26,7 +26,7 @@ from rtaudit.schemas.codec import decode, decode_scores_record, encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import ModalityTask, PartialScore, Verdict
 from rtaudit.topics.catalog import SCORES, VERDICTS
-from rtaudit.workers.bench.stats import Sample
+from rtaudit.tools.bench.stats import Sample
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.offsets import OffsetGapGuard
@@ -252,11 +252,11 @@ def naive_consume(settings: Settings, role: str, topic: str, stop: threading.Eve
 
 def naive_command(role: str, topic: str) -> list[str]:
     """The command line of a naive consumer process (settings come from its environment)."""
-    return [sys.executable, "-m", "rtaudit.workers.bench.load", role, topic]
+    return [sys.executable, "-m", "rtaudit.tools.bench.load", role, topic]
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m rtaudit.workers.bench.load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
+    """``python -m rtaudit.tools.bench.load ROLE TOPIC``: run :func:`naive_consume` until SIGTERM/SIGINT."""
     import argparse
 
     from rtaudit.workers.settings import load_settings

@@ -12,7 +12,7 @@ fusion, one process each), on a private embedded broker on a free loopback port:
    limit of this broker, client and machine.
 2. **saturation** — the worker process(es) started (``Fleet.spawn``) and proven ready
    by a probe record; then all ``records`` requests produced at once to the target's
-   input topic (:mod:`rtaudit.workers.bench.feed` lists the topics), timed from the first
+   input topic (:mod:`rtaudit.tools.bench.feed` lists the topics), timed from the first
    produce until the output topics hold every output (read by key with a raw
    confluent-kafka consumer: nothing decoded). Rate = requests done / that time; CPU
    seconds of each process (``/proc/<pid>/stat``, sampled every 0.25 s) from the first
@@ -23,7 +23,7 @@ fusion, one process each), on a private embedded broker on a free loopback port:
    its own. The difference is what the worker's hop adds.
 
 The bench talks only to topics, so it measures whatever the workers are (Faust
-agents or batched confluent-kafka loops). Results: :func:`rtaudit.workers.bench.report.overhead_table`
+agents or batched confluent-kafka loops). Results: :func:`rtaudit.tools.bench.report.overhead_table`
 and ``overhead.json``.
 """
 
@@ -41,15 +41,15 @@ from pathlib import Path
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from rtaudit.workers.bench.feed import (
+from rtaudit.tools.bench.feed import (
     ROLES, TARGETS, OutputReader, RawRates, output_labels, produce_all, raw_rates, records,
 )
-from rtaudit.workers.bench.load import Send, send_open_loop
-from rtaudit.workers.bench.rig import free_port, process_cpu_seconds
-from rtaudit.workers.bench.runner import host_info
-from rtaudit.workers.bench.stats import schedule
-from rtaudit.workers.demo import demo_texts, percentile
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.bench.load import Send, send_open_loop
+from rtaudit.tools.bench.rig import free_port, process_cpu_seconds
+from rtaudit.tools.bench.runner import host_info
+from rtaudit.tools.bench.stats import schedule
+from rtaudit.tools.demo.corpus import demo_texts, percentile
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.kafka import producer_config
 from rtaudit.workers.settings import Settings
 

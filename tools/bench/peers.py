@@ -1,5 +1,5 @@
 """The bench's peers: what a Faust user and a Ray Serve user would write instead of the worker,
-around the same model stage, as thin adapters (``python -m rtaudit.workers.bench.peers KIND ROLE TOPIC``).
+around the same model stage, as thin adapters (``python -m rtaudit.tools.bench.peers KIND ROLE TOPIC``).
 
 Both read :class:`~rtaudit.schemas.messages.ModalityTask` records from ``TOPIC`` (their own topic on the
 bench's private broker, their own consumer group), run :func:`rtaudit.engine.stage.process_batch` on the
@@ -46,7 +46,7 @@ from rtaudit.schemas.codec import decode, encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import ModalityTask
 from rtaudit.topics.catalog import SCORES
-from rtaudit.workers.bench.load import load_stage
+from rtaudit.tools.bench.load import load_stage
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings, usable_cores
 
@@ -83,7 +83,7 @@ def peer_missing(kind: str) -> str | None:
 
 def peer_command(kind: str, role: str, topic: str) -> list[str]:
     """The command line of a peer process (settings come from its environment)."""
-    return [sys.executable, "-m", "rtaudit.workers.bench.peers", kind, role, topic]
+    return [sys.executable, "-m", "rtaudit.tools.bench.peers", kind, role, topic]
 
 
 def _tasks(values: Sequence[bytes | None]) -> list[ModalityTask]:
@@ -131,7 +131,7 @@ def faust_peer(settings: Settings, role: str, topic: str) -> Any:
 
 
 def _modality(role: str) -> str:
-    from rtaudit.workers.bench.inputs import modality_of
+    from rtaudit.tools.bench.inputs import modality_of
 
     return modality_of(role)
 
@@ -265,7 +265,7 @@ def run_ray(settings: Settings, role: str, topic: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    """``python -m rtaudit.workers.bench.peers KIND ROLE TOPIC``: run one peer until SIGTERM/SIGINT."""
+    """``python -m rtaudit.tools.bench.peers KIND ROLE TOPIC``: run one peer until SIGTERM/SIGINT."""
     import argparse
 
     from rtaudit.workers.settings import load_settings

@@ -12,9 +12,9 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from rtaudit.workers.bench.overhead import Hop, OverheadRun, TargetOverhead
-from rtaudit.workers.bench.runner import BenchRun, TargetResult, profile_summary
-from rtaudit.workers.bench.stats import (
+from rtaudit.tools.bench.overhead import Hop, OverheadRun, TargetOverhead
+from rtaudit.tools.bench.runner import BenchRun, TargetResult, profile_summary
+from rtaudit.tools.bench.stats import (
     Ratio, StepResult, compare_peer, cpu_ms_per_item, find_knee, format_hist, peak_throughput, safe_ratio, saturated,
     side_by_side, throughput_within_p99,
 )

@@ -1,7 +1,7 @@
 """The bench's rig: a private embedded broker on a free loopback port with the topic
-catalogue, the worker processes, the naive consumer and the peers (:mod:`rtaudit.workers.bench.peers`)
+catalogue, the worker processes, the naive consumer and the peers (:mod:`rtaudit.tools.bench.peers`)
 it starts, and one open-loop step of load through it (``run_step``). Used by
-:mod:`rtaudit.workers.bench.runner`."""
+:mod:`rtaudit.tools.bench.runner`."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from rtaudit.schemas.messages import MediaItem
 from rtaudit.topics.catalog import lane_topic
-from rtaudit.workers.bench.inputs import Corpus, modality_of, task_value
-from rtaudit.workers.bench.load import ArrivalReader, Measure, Send, naive_command, send_open_loop
-from rtaudit.workers.bench.stats import StepResult, cpu_delta, cpu_percent, schedule, step_count, summarize_step
-from rtaudit.workers.children import popen_options, stop_group
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.bench.inputs import Corpus, modality_of, task_value
+from rtaudit.tools.bench.load import ArrivalReader, Measure, Send, naive_command, send_open_loop
+from rtaudit.tools.bench.stats import StepResult, cpu_delta, cpu_percent, schedule, step_count, summarize_step
+from rtaudit.tools.fleet.children import popen_options, stop_group
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.kafka import producer_config
 from rtaudit.workers.settings import Settings
 

@@ -6,7 +6,7 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
 1. **limit** — the worker's own model stage (``workers/<role>.py``'s ``stage_factory``)
    runs :func:`rtaudit.engine.stage.process_batch` on in-memory batches of 1, 2, 4… up to
    the stage's max batch size, no Kafka: items/s per size; the best is the limit.
-2. **naive** — the one-at-a-time consumer (:func:`rtaudit.workers.bench.load.naive_consume`)
+2. **naive** — the one-at-a-time consumer (:func:`rtaudit.tools.bench.load.naive_consume`)
    on its own topic, alone, steps relative to the batch-of-1 rate; then stopped.
 3. **worker** — on the same private embedded broker on loopback, only the stage's worker
    process (fresh consumer groups, since the broker is new), tasks published
@@ -15,14 +15,14 @@ For each target (a stage's worker alone, its naive consumer, the mixed fleet):
    achieved throughput, P50/P95/P99 from the due time, SLO misses and batch sizes.
    Then a step at 70 % of the knee, and the high lane at a small rate while the
    low lane is offered 1.25 × the most the worker ever served (saturated).
-   With ``peers``, before the worker: each peer (:mod:`rtaudit.workers.bench.peers`: Faust's
+   With ``peers``, before the worker: each peer (:mod:`rtaudit.tools.bench.peers`: Faust's
    ``stream.take()`` batching, Ray Serve's ``@serve.batch``) on its own topic of the same
-   broker, alone, the worker's steps and its own 70 % step (:mod:`rtaudit.workers.bench.versus`).
+   broker, alone, the worker's steps and its own 70 % step (:mod:`rtaudit.tools.bench.versus`).
 4. **mixed** — the whole fleet, requests (text, a share with an image) to
    ``audit.requests``, latency to the verdict on ``audit.verdicts``.
 5. **profiles** — the text stage's steps again for each named batching profile.
 
-Results: rich tables (:mod:`rtaudit.workers.bench.report`), ``bench.json`` and ``bench.png``.
+Results: rich tables (:mod:`rtaudit.tools.bench.report`), ``bench.json`` and ``bench.png``.
 """
 
 from __future__ import annotations
@@ -35,10 +35,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rtaudit.topics.catalog import REQUESTS, lane_topic
-from rtaudit.workers.bench.load import load_stage
-from rtaudit.workers.bench.inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
-from rtaudit.workers.bench.rig import Rig, Stream, run_step
-from rtaudit.workers.bench.stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
+from rtaudit.tools.bench.load import load_stage
+from rtaudit.tools.bench.inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
+from rtaudit.tools.bench.rig import Rig, Stream, run_step
+from rtaudit.tools.bench.stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
 from rtaudit.workers.settings import PROFILES, Settings, usable_cores
 
 log = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ class BenchOptions:
     plans: dict[str, StagePlan] = field(default_factory=dict)
     #: seconds of the limit measurement per batch size (default: 1-3 s by stage, half with ``quick``).
     limit_s: float | None = None
-    #: peers stepped like the worker, in the same run (``faust``, ``ray``: :mod:`rtaudit.workers.bench.peers`).
+    #: peers stepped like the worker, in the same run (``faust``, ``ray``: :mod:`rtaudit.tools.bench.peers`).
     peers: tuple[str, ...] = ()
 
     def plan(self, target: str) -> StagePlan:
@@ -180,7 +180,7 @@ def run_series(
 
 @dataclass
 class PeerSeries:
-    """One peer's stepped series on a stage (:mod:`rtaudit.workers.bench.versus`). ``note`` says why
+    """One peer's stepped series on a stage (:mod:`rtaudit.tools.bench.versus`). ``note`` says why
     it was skipped or failed (empty when measured); ``start_s`` is the seconds from its
     start until it answered a probe."""
 
@@ -385,7 +385,7 @@ class Bench:
                 rig.reader.settle(plan.slo_ms / 1000.0 + 5.0)
                 rig.stop_naive()
             if self.opts.peers:
-                from rtaudit.workers.bench.versus import run_peer
+                from rtaudit.tools.bench.versus import run_peer
 
                 for n, kind in enumerate(self.opts.peers):
                     res.peers.append(PeerSeries(kind))

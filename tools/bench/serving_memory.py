@@ -1,13 +1,13 @@
 """Resident memory of a worker's serving path across model swaps (issue 9: after 20 swaps within 5 % of after 2).
 
-``python -m rtaudit.workers.bench.serving_memory --swaps 20`` does what a text worker does when
+``python -m rtaudit.tools.bench.serving_memory --swaps 20`` does what a text worker does when
 ``model:text`` changes ``swaps`` times: a :class:`rtaudit.workers.serving.ServingSet` with the production
 loader (:func:`rtaudit.workers.serving.bundle_loader`: sha256 of every file, load, golden set, warm-up of
 every batch-size bucket) is handed each new ``model:text`` record (applied to an
 :class:`rtaudit.engine.control.ControlState` as the control thread would); between swaps it scores
 batches of 64 texts, and after each swap waits until the old version is dropped and its memory
 given back (:data:`rtaudit.workers.serving.RECLAIM_AFTER_S`). It prints resident memory after each swap
-and the ratio after the last vs after swap 2. :mod:`rtaudit.workers.bench.bundle_memory` measures the
+and the ratio after the last vs after swap 2. :mod:`rtaudit.tools.bench.bundle_memory` measures the
 bare load/drop cycle; this one measures the worker's own code path. Not a test: it prints the series.
 """
 
@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rtaudit.workers.bench.bundle_memory import LIMIT, make_bundles, rss_mib
+from rtaudit.tools.bench.bundle_memory import LIMIT, make_bundles, rss_mib
 
 
 def run(swaps: int, batches_per_swap: int = 3) -> list[tuple[int, str, float, float]]:

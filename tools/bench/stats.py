@@ -10,7 +10,7 @@
 * the knee of a stepped load (the last step that keeps up with its offered rate
   within the latency bound) and the ratios the issue asks for.
 
-Percentiles come from :func:`rtaudit.workers.demo.percentile` (``statistics.quantiles``,
+Percentiles come from :func:`rtaudit.tools.demo.corpus.percentile` (``statistics.quantiles``,
 inclusive method), the same definition the demo summary uses.
 """
 
@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 
-from rtaudit.workers.demo import percentile
+from rtaudit.tools.demo.corpus import percentile
 
 #: A step "keeps up" when it achieves at least this share of its offered rate (Locust-style knee).
 KEEP_UP_RATIO = 0.95

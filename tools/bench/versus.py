@@ -1,13 +1,13 @@
-"""``rtaudit bench --peers``: each peer (:mod:`rtaudit.workers.bench.peers`) stepped like the worker,
+"""``rtaudit bench --peers``: each peer (:mod:`rtaudit.tools.bench.peers`) stepped like the worker,
 in the same run, on the same private broker.
 
-For each peer, before the worker's own series (:meth:`rtaudit.workers.bench.runner.Bench.stage`):
+For each peer, before the worker's own series (:meth:`rtaudit.tools.bench.runner.Bench.stage`):
 
 1. when the peer cannot run here (Ray not installed), the series is skipped and says why;
 2. the peer process starts on its own new topic with the bench's inference thread count
    (``RTAUDIT_INFERENCE_THREADS``) and is ready when it answered a probe task;
 3. the same stepped open-loop load as the worker (the same fractions of the stage's limit,
-   the same SLO, step length, stop and bisection rules: :func:`rtaudit.workers.bench.runner.run_series`);
+   the same SLO, step length, stop and bisection rules: :func:`rtaudit.tools.bench.runner.run_series`);
 4. one step at 70 % of the peer's own knee throughput;
 5. the peer is stopped with its whole process tree (Ray's too) before the next one starts.
 
@@ -21,12 +21,12 @@ import os
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from rtaudit.workers.bench.peers import peer_command, peer_missing
-from rtaudit.workers.bench.rig import Rig, run_step
-from rtaudit.workers.bench.stats import find_knee, step_rates
+from rtaudit.tools.bench.peers import peer_command, peer_missing
+from rtaudit.tools.bench.rig import Rig, run_step
+from rtaudit.tools.bench.stats import find_knee, step_rates
 
 if TYPE_CHECKING:
-    from rtaudit.workers.bench.runner import Bench, PeerSeries
+    from rtaudit.tools.bench.runner import Bench, PeerSeries
 
 log = logging.getLogger(__name__)
 #: longest wait for a peer to answer its first probe, s (Ray: its own cluster, Serve and the model).
@@ -38,7 +38,7 @@ TAGS = {"faust": "pf", "ray": "pr"}
 def run_peer(bench: "Bench", rig: Rig, stage: str, series: "PeerSeries", reserve_s: float) -> "PeerSeries":
     """Measure one peer on ``stage`` into ``series`` (module doc, steps 1-5); ``reserve_s``
     seconds of the budget are kept for what follows (the other peers, the worker)."""
-    from rtaudit.workers.bench.runner import run_series
+    from rtaudit.tools.bench.runner import run_series
 
     kind, opts = series.name, bench.opts
     plan, limit = opts.plan(stage), bench.limit(stage)

@@ -2,7 +2,7 @@
 
 The harness (issue 10.4), on a private embedded broker on a free loopback port:
 
-1. starts a supervised :class:`rtaudit.workers.fleet.Fleet` with every role (router, text, image,
+1. starts a supervised :class:`rtaudit.tools.fleet.local.Fleet` with every role (router, text, image,
    OCR, fusion), ready once a probe request gets a complete verdict;
 2. sends open-loop mixed load for ``duration_s``: text requests, text + a small drawn
    image (image and OCR stages), and a few images of rendered words (OCR reads them),
@@ -23,10 +23,10 @@ reader that runs for the whole load (through the client). The pure parts (the fa
 
 from __future__ import annotations
 
-from rtaudit.workers.chaos.plan import ANSWERED, Fault, KINDS, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, TENANT, plan_faults
-from rtaudit.workers.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, p99, recovery_s, result_rows, tally
-from rtaudit.workers.chaos.load import OCR_PHRASES, RequestMaker, _png, drawn_images, rendered_images
-from rtaudit.workers.chaos.run import Chaos, ChaosOptions, ChaosRun, FaultDone, fault_line, free_port, write_json
+from rtaudit.tools.chaos.plan import ANSWERED, Fault, KINDS, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, TENANT, plan_faults
+from rtaudit.tools.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, p99, recovery_s, result_rows, tally
+from rtaudit.tools.chaos.load import OCR_PHRASES, RequestMaker, _png, drawn_images, rendered_images
+from rtaudit.tools.chaos.run import Chaos, ChaosOptions, ChaosRun, FaultDone, fault_line, free_port, write_json
 
 __all__ = [
     "ANSWERED",

@@ -5,8 +5,8 @@ from __future__ import annotations
 import base64
 import io
 import random
-from rtaudit.workers.chaos.plan import TENANT
-from rtaudit.workers.chaos.tally import Sent
+from rtaudit.tools.chaos.plan import TENANT
+from rtaudit.tools.chaos.tally import Sent
 
 
 def _png(img: object) -> str:
@@ -56,7 +56,7 @@ class RequestMaker:
     text), texts from the demo corpus, images from :func:`drawn_images` / :func:`rendered_images`."""
 
     def __init__(self, run: str, seed: int, slo_ms: int, image_share: float, ocr_share: float) -> None:
-        from rtaudit.workers.demo import demo_texts
+        from rtaudit.tools.demo.corpus import demo_texts
 
         self.run, self.slo_ms = run, slo_ms
         self.image_share, self.ocr_share = image_share, ocr_share

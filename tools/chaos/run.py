@@ -12,9 +12,9 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from rtaudit.workers.chaos.plan import Fault, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, plan_faults
-from rtaudit.workers.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, tally
-from rtaudit.workers.chaos.load import RequestMaker
+from rtaudit.tools.chaos.plan import Fault, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, plan_faults
+from rtaudit.tools.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, tally
+from rtaudit.tools.chaos.load import RequestMaker
 
 
 @dataclass(frozen=True)
@@ -145,7 +145,7 @@ class Chaos:
 
     def _send(self, fleet, fault: Fault) -> FaultDone:  # type: ignore[no-untyped-def]
         from rtaudit.engine.clock import now_ms
-        from rtaudit.workers.children import signal_group
+        from rtaudit.tools.fleet.children import signal_group
 
         proc = self._alive_proc(fleet, fault.role, 10.0)
         if proc is None:
@@ -257,7 +257,7 @@ class Chaos:
     # -- the whole run ---------------------------------------------------------------
     def run(self) -> ChaosRun:
         from rtaudit.workers.client import AuditClient, verdict_reader
-        from rtaudit.workers.fleet import Fleet
+        from rtaudit.tools.fleet.local import Fleet
 
         o = self.opts
         started = time.monotonic()

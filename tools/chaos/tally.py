@@ -7,7 +7,7 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from rtaudit.workers.chaos.plan import ANSWERED
+from rtaudit.tools.chaos.plan import ANSWERED
 
 
 @dataclass(frozen=True)

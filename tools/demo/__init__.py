@@ -1,2 +1,3 @@
 """The demo (``rtaudit demo``): its corpus and run (:mod:`~rtaudit.tools.demo.corpus`), its speech
-and video clips (:mod:`~rtaudit.tools.demo.clips`), and their data (``texts.txt``, ``media/``)."""
+and video clips (:mod:`~rtaudit.tools.demo.clips`), and the demo texts (``texts.txt``); the speech clips are the runtime's
+(``workers/media/``, the audio warm-up reads one)."""

@@ -1,5 +1,5 @@
 """Audio and video the project makes itself, for the demo, the audio warm-up and the tests:
-speech clips synthesized with eSpeak NG and shipped in ``workers/demo_media`` (see its README),
+speech clips synthesized with eSpeak NG and shipped in ``workers/media`` (see its README),
 signals encoded into real containers with PyAV's encoders, and videos rendered frame by frame.
 """
 
@@ -22,7 +22,7 @@ RATE_HZ = 16_000
 
 def speech_bytes(name: str) -> bytes:
     """The encoded bytes of a shipped speech clip (``benign`` or ``insult``)."""
-    return resources.files("rtaudit.workers").joinpath("demo_media", SPEECH[name]).read_bytes()
+    return resources.files("rtaudit.workers").joinpath("media", SPEECH[name]).read_bytes()
 
 
 def decode_mono(data: bytes, rate: int = RATE_HZ) -> np.ndarray:

@@ -1,13 +1,13 @@
 """The demo corpus and run: real content the project makes itself or takes from installed packages.
 
-* texts written for the demo (``workers/demo_texts.txt``): clean, offensive and evasively spelled;
+* texts written for the demo (``tools/demo/texts.txt``): clean, offensive and evasively spelled;
 * photos from scikit-image's bundled ``skimage/data`` (CC0 / public domain) — benign negatives;
 * images with text rendered by Pillow's bundled font, for OCR (benign and offensive);
 * a text + image request, and malformed input: not JSON, a schema violation, an
   undecodable image, a disallowed URI;
-* a spoken clip (eSpeak NG speech shipped in ``workers/demo_media``, an insult at about 6.6 s) and
+* a spoken clip (eSpeak NG speech shipped in ``workers/media``, an insult at about 6.6 s) and
   a short video rendered with PyAV (an insult on screen from 2 to 3 s), both answered with
-  timestamps in their evidence (:mod:`rtaudit.workers.demo_av`).
+  timestamps in their evidence (:mod:`rtaudit.tools.demo.clips`).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def skimage_file(name: str) -> bytes:
 
 
 def demo_texts() -> list[tuple[str, str]]:
-    lines = resources.files("rtaudit.workers").joinpath("demo_texts.txt").read_text(encoding="utf-8").splitlines()
+    lines = resources.files("rtaudit.tools.demo").joinpath("texts.txt").read_text(encoding="utf-8").splitlines()
     return [tuple(line.split("\t", 1)) for line in lines if line and not line.startswith("#")]  # type: ignore[misc]
 
 
@@ -101,7 +101,7 @@ def build_corpus(run_id: str | None = None) -> list[DemoItem]:
         rid = f"demo-{run_id}-ocr-{n:02d}"
         item = MediaItem(type="image", data_b64=_b64(render_text_image(text)), name=f"rendered-{n}.png")
         add("ocr", label, req(rid, media=[item]), rid)
-    from rtaudit.workers.demo_av import encode_audio, encode_video, speech_with_insult, text_frame
+    from rtaudit.tools.demo.clips import encode_audio, encode_video, speech_with_insult, text_frame
 
     rid = f"demo-{run_id}-speech"
     speech, _ = speech_with_insult(lead_s=0.5, gap_s=1.0)

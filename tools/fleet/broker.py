@@ -2,7 +2,7 @@
 
 Memory-only: every topic, offset and group is gone when it stops. Started on
 loopback in its own empty working directory (tansu reads a ``.env`` from its cwd),
-as a child that dies with this process (:mod:`rtaudit.workers.children`).
+as a child that dies with this process (:mod:`rtaudit.tools.fleet.children`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from rtaudit.workers.children import popen_options
+from rtaudit.tools.fleet.children import popen_options
 
 log = logging.getLogger(__name__)
 

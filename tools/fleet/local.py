@@ -9,14 +9,14 @@ Supervision (``supervise=True``, what ``rtaudit up`` runs): a thread checks ever
 
 1. restarts the embedded broker when it died (a restart loses every topic, offset and
    group: docs/broker.md), recreates the topics and restarts every worker, and says in one
-   line which ``audit.control`` records in force were lost (:mod:`rtaudit.workers.control_watch`);
+   line which ``audit.control`` records in force were lost (:mod:`rtaudit.tools.fleet.control_watch`);
 2. restarts each worker that exited, after the :class:`RestartPolicy` backoff (the
    failure count resets once a worker has run ``healthy_after_s``), appending to the
    same log file and reusing its metrics port; each restart is reported (``on_event``,
    a log line) and counted (:attr:`Fleet.restarts`, ``rtaudit_restarts_total``).
 
 A process stopped through :meth:`Fleet.kill` or :meth:`Fleet.stop` is not restarted.
-Every child dies with this process whatever ends it (:mod:`rtaudit.workers.children`).
+Every child dies with this process whatever ends it (:mod:`rtaudit.tools.fleet.children`).
 """
 
 from __future__ import annotations
@@ -42,13 +42,13 @@ from rtaudit.schemas.messages import AuditRequest, MediaItem
 from rtaudit.topics.admin import ensure_topics
 from rtaudit.topics.catalog import catalog
 from rtaudit.workers import metrics
-from rtaudit.workers.broker import EmbeddedBroker, is_listening
-from rtaudit.workers.children import popen_options, reap_group, signal_group, stop_group
+from rtaudit.tools.fleet.broker import EmbeddedBroker, is_listening
+from rtaudit.tools.fleet.children import popen_options, reap_group, signal_group, stop_group
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.control_watch import ControlWatch
+from rtaudit.tools.fleet.control_watch import ControlWatch
 from rtaudit.workers.kafka import client_config
 from rtaudit.workers.settings import BOOTSTRAP_ENV, Settings
-from rtaudit.workers.supervision import RestartPolicy
+from rtaudit.tools.fleet.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
 ROLES = ("router", "text", "image", "ocr", "audio", "video", "fusion")

@@ -24,11 +24,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import IO, Literal
 
-from rtaudit.workers.broker import is_listening
+from rtaudit.tools.fleet.broker import is_listening
 from rtaudit.workers.settings import Settings
 
 #: the repository this code runs from (where ``workers/`` lives).
-CHECKOUT = Path(__file__).resolve().parents[1]
+CHECKOUT = Path(__file__).resolve().parents[2]
 Kind = Literal["fleet", "broker"]
 
 

@@ -1,4 +1,4 @@
-"""The fuzz harness: mutated requests (:mod:`rtaudit.workers.fuzz.mutations`) through a real fleet.
+"""The fuzz harness: mutated requests (:mod:`rtaudit.tools.fuzz.mutations`) through a real fleet.
 
 1. A private embedded broker on a free loopback port, the topic catalogue, and a
    supervised fleet of the router, the text worker (``lexical`` model by default: the
@@ -40,13 +40,13 @@ from rtaudit.schemas.codec import decode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import AuditRequest, DLQRecord, Verdict
 from rtaudit.topics.catalog import DLQ, REQUESTS, VERDICTS
-from rtaudit.workers.broker import is_listening
+from rtaudit.tools.fleet.broker import is_listening
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.fleet import Fleet, describe_exit
-from rtaudit.workers.fuzz.mutations import KINDS, TENANT, TINY_PNG, Case, generate
+from rtaudit.tools.fleet.local import Fleet, describe_exit
+from rtaudit.tools.fuzz.mutations import KINDS, TENANT, TINY_PNG, Case, generate
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings, load_settings
-from rtaudit.workers.supervision import RestartPolicy
+from rtaudit.tools.fleet.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
 ROLES = ("router", "text", "fusion")
