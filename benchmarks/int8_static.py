@@ -45,9 +45,10 @@ def main() -> None:
 
     from rtaudit.modelbuild.text import data as D
     from rtaudit.engine.text import encoder as E
+    from rtaudit.engine.text import encoder_delta as ED
     from rtaudit.engine.text.normalize import normalize
 
-    delta = E.EncoderDelta.from_manifest()
+    delta = ED.EncoderDelta.from_manifest()
     fp32, dynamic = E.ensure_encoder_onnx("fp32", delta), E.ensure_encoder_onnx("int8", delta)
     tok = E._tokenizer(E.model_dir(), E.MAX_TOKENS)
     calibration = [normalize(e.text).text for name in ("hatexplain", "davidson")

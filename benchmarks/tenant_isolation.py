@@ -34,7 +34,9 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from rtaudit.engine.batcher import Batcher, BatcherConfig, LaneName, Pending
+from rtaudit.engine.batcher import Batcher
+from rtaudit.engine.batcher_config import BatcherConfig
+from rtaudit.engine.lane_queue import LaneName, Pending
 from rtaudit.engine.policy import QuotaPolicy
 from rtaudit.engine.quota import TenantQuotas
 from rtaudit.workers.settings import BatchSettings

@@ -153,7 +153,8 @@ def rollout_start(
     golden-check it, then serve it to their slice; they promote it or roll it back by themselves."""
     from pydantic import ValidationError
 
-    from rtaudit.engine.bundle import BundleError, ModelStore
+    from rtaudit.engine.bundle import BundleError
+    from rtaudit.engine.bundle_store import ModelStore
     from rtaudit.engine.rollout import phase_for
     from rtaudit.schemas.control import CanaryTriggers, RolloutPayload
 

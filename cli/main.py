@@ -214,7 +214,8 @@ def schemas_export() -> None:
 @app.command()
 def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion | explain")]) -> None:
     """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
-    from rtaudit.tools.fleet.local import OPTIONAL_ROLES, ROLES, faust_executable
+    from rtaudit.tools.fleet.local import faust_executable
+    from rtaudit.workers.roles import OPTIONAL_ROLES, ROLES
 
     if role not in ROLES + OPTIONAL_ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES + OPTIONAL_ROLES)}")
@@ -224,7 +225,7 @@ def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
     """``ROLE=N`` pairs; raises ``typer.BadParameter`` for an unknown role or N < 1."""
-    from rtaudit.tools.fleet.local import OPTIONAL_ROLES, ROLES
+    from rtaudit.workers.roles import OPTIONAL_ROLES, ROLES
 
     out = {}
     for v in values:
@@ -321,7 +322,7 @@ def _quiet_librdkafka(verbose: bool) -> None:
 
 def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
     """Why verdicts may not come: roles with no running worker, else the fleet is slow."""
-    from rtaudit.tools.fleet.local import ROLES
+    from rtaudit.workers.roles import ROLES
     from rtaudit.workers.kafka import groups_without_members
 
     idle = groups_without_members(s, [f"rtaudit-{r}" for r in ROLES])

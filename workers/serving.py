@@ -7,7 +7,7 @@ One :class:`ServingSet` per modality worker process and stage. It follows ``mode
 
 * **Loading, off the hot path**: a bundle named by a record is loaded in the ``loader`` thread
   (sha256 of every file, runtime check, warm-up of each batch-size bucket, golden set within its
-  tolerance: :func:`rtaudit.engine.bundle.ready_stage`); only then is it *ready*. Until then the version
+  tolerance: :func:`rtaudit.engine.bundle_stage.ready_stage`); only then is it *ready*. Until then the version
   served before goes on serving. A failed load is reported in the heartbeat and, for a canary,
   is a verification failure: the worker rolls the canary back.
 * **Swap between batches**: :meth:`ServingSet.score` takes one snapshot of (stable, candidate,
@@ -61,7 +61,7 @@ def bundle_loader(settings: Settings) -> Loader:
     ``file://`` directory, checked against the record's sha256 (raises ``BundleError``)."""
 
     def load(ref: BundleRef) -> ModelStage:
-        from rtaudit.engine.bundle import uri_path
+        from rtaudit.engine.bundle_store import uri_path
         from rtaudit.engine.bundle_stage import ready_stage
 
         ready = ready_stage(uri_path(ref.uri), settings, sha256=ref.sha256)

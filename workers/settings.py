@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
 
-from rtaudit.engine.batcher import BatcherConfig
+from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.engine.cpu import usable_cores  # noqa: F401  (Settings.model_threads; callers import it from here too)
 from rtaudit.engine.frames import SamplingParams
 from rtaudit.engine.isolation import Isolated
@@ -153,7 +153,7 @@ class BatchProfile(BaseModel):
         deadline_margin_ms: close a batch this long before (earliest deadline − expected duration).
         busy_low: model occupancy (share of the last second spent inferring) above which the
             window and size limit grow as they do with lag, reaching their maximum at 0.95;
-            ``None`` or 1 = lag alone (see :class:`rtaudit.engine.batcher.BatcherConfig`).
+            ``None`` or 1 = lag alone (see :class:`rtaudit.engine.batcher_config.BatcherConfig`).
 
     Lags are in *batches* of the stage's ``max_size`` (so one profile fits a 64-item text
     stage and a 2-item OCR stage alike); the batcher gets ``ceil(batches · max_size)`` messages.

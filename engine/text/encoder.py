@@ -42,8 +42,7 @@ import numpy as np
 
 from typing import TYPE_CHECKING
 
-from rtaudit.engine.text.encoder_delta import (  # noqa: F401  (re-exported: E.EncoderDelta, E.pack_delta, ...)
-    DELTA_ARTIFACT, SCALE_SUFFIX, EncoderDelta, apply_delta, pack_delta, unpack_delta, write_delta)
+from rtaudit.engine.text.encoder_delta import EncoderDelta, apply_delta
 
 if TYPE_CHECKING:
     from rtaudit.engine.models.onnx import CudaOptions

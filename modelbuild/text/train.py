@@ -237,6 +237,7 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
     """
     from rtaudit.engine.models.profanity import ProfanityScorer
     from rtaudit.engine.text import encoder as E
+    from rtaudit.engine.text import encoder_delta as ED
     from rtaudit.engine.text.heads import load_manifest, verified_path
 
     safety_root = Path(safety_root or D.safety_data_dir())
@@ -249,8 +250,8 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
             raise ValueError(f"unknown categories {unknown}; the head's are {list(D.CATEGORIES)}")
     started = time.perf_counter()
     if delta == "shipped":
-        delta = E.EncoderDelta.from_manifest()
-    if only is not None and delta != E.EncoderDelta.from_manifest():
+        delta = ED.EncoderDelta.from_manifest()
+    if only is not None and delta != ED.EncoderDelta.from_manifest():
         raise ValueError("--categories refits over the shipped head: it keeps the shipped encoder")
     # heads are fitted on the reference graph (fp32), whatever precision serves: the int8 graph's
     # embeddings stay within 0.01 dev macro-F1 of it with the same heads (benchmarks/int8_encoder.py)

@@ -14,7 +14,8 @@ from confluent_kafka import Producer
 from rich.console import Console
 from typer.testing import CliRunner
 
-from rtaudit.engine.bundle import ModelStore, package
+from rtaudit.engine.bundle import package
+from rtaudit.engine.bundle_store import ModelStore
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.control import encode
 from rtaudit.schemas.control import ControlMessage, ModelPayload, ServingStatus

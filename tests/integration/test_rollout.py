@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from rtaudit.engine.bundle import ModelStore
+from rtaudit.engine.bundle_store import ModelStore
 from rtaudit.engine.bundle_stage import package_stage
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.control import ControlState

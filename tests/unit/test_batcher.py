@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.batcher import Batch, Batcher, BatcherConfig, BatcherFull, split_slots
+from rtaudit.engine.batcher import Batch, Batcher, BatcherFull, split_slots
+from rtaudit.engine.batcher_config import BatcherConfig
 
 
 class FakeTime:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rtaudit.engine.batcher import BatcherConfig
+from rtaudit.engine.batcher_config import BatcherConfig
 
 from .test_batcher import make
 

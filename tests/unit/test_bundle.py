@@ -19,7 +19,6 @@ from rtaudit.engine.bundle import (
     BundleNotFound,
     GoldenCase,
     GoldenInput,
-    ModelStore,
     RuntimeSpec,
     bundle_sha256,
     check_runtime,
@@ -28,6 +27,7 @@ from rtaudit.engine.bundle import (
     sha256_file,
     verify,
 )
+from rtaudit.engine.bundle_store import ModelStore
 from rtaudit.engine.bundle_stage import GoldenMismatch, WarmUpFailed, check_golden, load_stage, package_stage, ready_stage, warm
 from rtaudit.engine.stage import process_batch
 from rtaudit.schemas.control import BundleRef
@@ -193,15 +193,10 @@ def test_null_runtime_scores_sleeps_and_names_the_bundle_version(tmp_path: Path)
     assert result.partials[0].model.version == "slow-1" and result.partials[0].scores == {"offensive": 0.0}
 
 
-def test_the_stage_functions_are_reexported_and_reclaim_memory_runs() -> None:
-    import rtaudit.engine.bundle
-    import rtaudit.engine.bundle_stage
+def test_reclaim_memory_runs() -> None:
+    from rtaudit.engine.bundle_stage import reclaim_memory
 
-    assert rtaudit.engine.bundle.load_stage is load_stage and rtaudit.engine.bundle.GoldenMismatch is GoldenMismatch
-    rtaudit.engine.bundle.reclaim_memory()
-    with pytest.raises(AttributeError):
-        rtaudit.engine.bundle.no_such_name  # noqa: B018
-    assert rtaudit.engine.bundle_stage.warm is warm
+    reclaim_memory()
 
 
 def test_null_runtime_raise_fails_every_item_its_warm_up_and_its_golden_check(tmp_path: Path) -> None:
@@ -239,7 +234,7 @@ def test_the_shipped_text_artifacts_pass_their_golden_set(text_bundle: Path) -> 
 
     per_language = {f"artifacts/multilingual/{p.name}" for p in artifacts_dir().iterdir()}
     assert "artifacts/multilingual/manifest.json" in per_language
-    from rtaudit.engine.text.encoder import EncoderDelta
+    from rtaudit.engine.text.encoder_delta import EncoderDelta
 
     delta = EncoderDelta.from_manifest()  # the fine-tuned encoder layers, when the shipped head reads them
     assert m.runtime.kind == "text" and set(m.files) == {f"artifacts/{n}" for n in ("manifest.json", "en_head.npz",
@@ -272,7 +267,7 @@ def _flipped_artifacts(src: Path, dest: Path) -> Path:
 def test_a_bundle_with_a_negated_head_verifies_but_fails_the_golden_check(text_bundle: Path, tmp_path: Path) -> None:
     good = verify(text_bundle)
     flipped = _flipped_artifacts(text_bundle / "artifacts", tmp_path / "flipped")
-    from rtaudit.engine.text.encoder import EncoderDelta
+    from rtaudit.engine.text.encoder_delta import EncoderDelta
 
     delta_files = EncoderDelta.names(json.loads((flipped / "manifest.json").read_text()))
     files = {f"artifacts/{n}": flipped / n for n in ("manifest.json", "en_head.npz", "zh_char_lr.npz", *delta_files)

@@ -100,7 +100,7 @@ def test_a_misspelt_variable_is_an_error(no_broker, monkeypatch):
 
 
 def test_replicas_of_an_unknown_role_list_the_valid_roles():
-    from rtaudit.tools.fleet.local import OPTIONAL_ROLES, ROLES
+    from rtaudit.workers.roles import OPTIONAL_ROLES, ROLES
 
     with pytest.raises(typer.BadParameter, match=f"unknown role 'bogus' in 'bogus=2': roles are {', '.join(ROLES + OPTIONAL_ROLES)}"):
         _parse_replicas(["bogus=2"])

@@ -27,7 +27,7 @@ from tests.unit.deploy_files import (
 )
 
 CONTAINERS = k8s_containers() + compose_containers()
-from rtaudit.tools.fleet.local import ROLES as WORKER_ROLES  # noqa: E402  (every role the fleet starts)
+from rtaudit.workers.roles import ROLES as WORKER_ROLES  # noqa: E402  (every role the fleet starts)
 #: environment variables the containers may set besides RTAUDIT_* settings
 OTHER_ENV = {"KAFKA_BOOTSTRAP_SERVERS", "HF_HUB_OFFLINE"}
 #: custom resources: their schemas are not in kubernetes-validate

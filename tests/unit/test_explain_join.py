@@ -112,13 +112,14 @@ def test_forget_drops_a_revoked_partitions_state():
 
 def test_rtaudit_up_adds_the_explain_role_only_when_enabled_and_installed(monkeypatch):
     from rtaudit.tools.fleet import local as fleet
+    from rtaudit.workers.roles import ROLES
     from rtaudit.workers.settings import ExplainSettings, Settings
 
     on, off = Settings(), Settings(explain=ExplainSettings(enabled=False))
     monkeypatch.setattr(fleet, "explain_unavailable", lambda: None)
-    assert fleet.fleet_roles(on) == fleet.ROLES + ("explain",) and fleet.fleet_roles(off) == fleet.ROLES
+    assert fleet.fleet_roles(on) == ROLES + ("explain",) and fleet.fleet_roles(off) == ROLES
     monkeypatch.setattr(fleet, "explain_unavailable", lambda: "the explain extra is not installed (torchcam)")
-    assert fleet.fleet_roles(on) == fleet.ROLES
+    assert fleet.fleet_roles(on) == ROLES
 
 
 def test_explanation_lines_name_the_request_part_and_result():

@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from rtaudit.engine.text import encoder as E
+
+from rtaudit.engine.text import encoder_delta as ED
 from rtaudit.modelbuild.text import finetune as F
 from rtaudit.engine.text.heads import ArtifactError, EnglishHead, load_manifest, verified_path
 
@@ -17,10 +19,10 @@ PARAM = "encoder.layer.5.output.dense.bias"
 
 
 @pytest.fixture()
-def delta(tmp_path) -> E.EncoderDelta:
-    path = tmp_path / E.DELTA_ARTIFACT
+def delta(tmp_path) -> ED.EncoderDelta:
+    path = tmp_path / ED.DELTA_ARTIFACT
     np.savez_compressed(path, **{PARAM: np.full(384, 0.25, np.float16)})
-    return E.EncoderDelta.of(path)
+    return ED.EncoderDelta.of(path)
 
 
 def test_delta_is_added_to_the_wheel_weights(delta):
@@ -33,7 +35,7 @@ def test_delta_is_added_to_the_wheel_weights(delta):
 
 
 def test_a_delta_whose_sha256_differs_is_refused(delta):
-    wrong = E.EncoderDelta(((delta.paths[0], "0" * 64),))
+    wrong = ED.EncoderDelta(((delta.paths[0], "0" * 64),))
     with pytest.raises(ArtifactError, match="does not match"):
         E.pooled_module(E.model_dir(), delta=wrong)
 
@@ -42,17 +44,17 @@ def test_a_delta_naming_unknown_parameters_is_refused(tmp_path):
     path = tmp_path / "bad.npz"
     np.savez(path, **{"encoder.layer.9.output.dense.bias": np.zeros(384, np.float16)})
     with pytest.raises(ArtifactError, match="lacks"):
-        E.pooled_module(E.model_dir(), delta=E.EncoderDelta.of(path))
+        E.pooled_module(E.model_dir(), delta=ED.EncoderDelta.of(path))
 
 
 def test_a_packed_delta_is_int8_per_row_within_half_a_step():
     rng = np.random.default_rng(0)
     weights = {"w": (rng.standard_normal((6, 5)) * np.array([[1e-3], [1e-2], [0.0], [5e-3], [1e-4], [2e-2]])).astype(np.float32),
                "b": rng.standard_normal(5).astype(np.float32) * 1e-3}
-    packed = E.pack_delta(weights)
-    assert packed["w"].dtype == np.int8 and packed["w" + E.SCALE_SUFFIX].shape == (6,)
+    packed = ED.pack_delta(weights)
+    assert packed["w"].dtype == np.int8 and packed["w" + ED.SCALE_SUFFIX].shape == (6,)
     assert packed["b"].dtype == np.float16
-    got = E.unpack_delta(packed)
+    got = ED.unpack_delta(packed)
     step = np.abs(weights["w"]).max(axis=1, keepdims=True) / 127
     assert np.all(np.abs(got["w"] - weights["w"]) <= step / 2 + 1e-9)
     assert not got["w"][2].any()  # an unchanged row stays unchanged
@@ -61,19 +63,19 @@ def test_a_packed_delta_is_int8_per_row_within_half_a_step():
 
 
 def test_a_packed_delta_without_its_scales_is_refused():
-    packed = E.pack_delta({"w": np.ones((3, 4), np.float32)})
-    del packed["w" + E.SCALE_SUFFIX]
+    packed = ED.pack_delta({"w": np.ones((3, 4), np.float32)})
+    del packed["w" + ED.SCALE_SUFFIX]
     with pytest.raises(ArtifactError, match="row scales"):
-        E.unpack_delta(packed)
+        ED.unpack_delta(packed)
 
 
 def test_a_packed_delta_file_is_applied_like_the_float_one(tmp_path):
-    path = tmp_path / E.DELTA_ARTIFACT
+    path = tmp_path / ED.DELTA_ARTIFACT
     change = np.random.default_rng(1).standard_normal((384, 1536)).astype(np.float32) * 1e-3
     name = "encoder.layer.5.output.dense.weight"
-    np.savez_compressed(path, **E.pack_delta({name: change}))
+    np.savez_compressed(path, **ED.pack_delta({name: change}))
     base = dict(E.pooled_module(E.model_dir()).bert.named_parameters())[name].detach().numpy()
-    tuned = dict(E.pooled_module(E.model_dir(), delta=E.EncoderDelta.of(path)).bert.named_parameters())[name]
+    tuned = dict(E.pooled_module(E.model_dir(), delta=ED.EncoderDelta.of(path)).bert.named_parameters())[name]
     assert np.abs(tuned.detach().numpy() - base - change).max() <= np.abs(change).max() / 254 + 1e-6
 
 
@@ -87,33 +89,33 @@ def test_a_delta_over_the_file_limit_is_written_in_parts_of_whole_layers(tmp_pat
     change = _four_layer_delta()
     (tmp_path / "encoder_delta.7.npz").write_bytes(b"stale part of an earlier run")
     one_layer = 384 * 1536 + 384 * 4 + 384 * 2  # int8 weight, float32 row scales, float16 bias
-    paths = E.write_delta(change, tmp_path, max_bytes=2 * one_layer)
+    paths = ED.write_delta(change, tmp_path, max_bytes=2 * one_layer)
     assert [p.name for p in paths] == ["encoder_delta.npz", "encoder_delta.1.npz"]
     assert not (tmp_path / "encoder_delta.7.npz").exists()
     layers = [{int(k.split(".")[2]) for k in np.load(p).files} for p in paths]
     assert layers == [{4, 5}, {2, 3}]  # top layers first, a layer never split
-    delta = E.EncoderDelta.of(*paths)
+    delta = ED.EncoderDelta.of(*paths)
     got = delta.arrays()
     assert set(got) == set(change)
     assert all(np.abs(got[k] - change[k]).max() <= np.abs(change[k]).max() / 254 + 1e-6 for k in change)
     assert delta.sha256 not in {h for _, h in delta.files} and delta.tag == f"ft{delta.sha256[:12]}"
-    assert [p.name for p in E.write_delta(change, tmp_path)] == ["encoder_delta.npz"]  # under the limit: one file
+    assert [p.name for p in ED.write_delta(change, tmp_path)] == ["encoder_delta.npz"]  # under the limit: one file
     assert not (tmp_path / "encoder_delta.1.npz").exists()
     with pytest.raises(ValueError, match="alone takes"):
-        E.write_delta(change, tmp_path, max_bytes=one_layer // 2)
+        ED.write_delta(change, tmp_path, max_bytes=one_layer // 2)
 
 
 def test_the_parts_of_a_delta_are_each_checked_and_never_overlap(tmp_path):
-    paths = E.write_delta(_four_layer_delta(), tmp_path, max_bytes=2 * (384 * 1536 + 384 * 6))
-    good = E.EncoderDelta.of(*paths)
-    wrong = E.EncoderDelta((good.files[0], (good.files[1][0], "0" * 64)))
+    paths = ED.write_delta(_four_layer_delta(), tmp_path, max_bytes=2 * (384 * 1536 + 384 * 6))
+    good = ED.EncoderDelta.of(*paths)
+    wrong = ED.EncoderDelta((good.files[0], (good.files[1][0], "0" * 64)))
     with pytest.raises(ArtifactError, match="does not match"):
         wrong.arrays()
     with pytest.raises(ArtifactError, match="also in an earlier file"):
-        E.EncoderDelta.of(paths[0], paths[0]).arrays()
-    assert E.EncoderDelta.names({"source_model": {"encoder_delta": [p.name for p in paths]}}) == [p.name for p in paths]
-    assert E.EncoderDelta.names({"source_model": {"encoder_delta": "encoder_delta.npz"}}) == ["encoder_delta.npz"]
-    assert E.EncoderDelta.names({"source_model": {}}) == []
+        ED.EncoderDelta.of(paths[0], paths[0]).arrays()
+    assert ED.EncoderDelta.names({"source_model": {"encoder_delta": [p.name for p in paths]}}) == [p.name for p in paths]
+    assert ED.EncoderDelta.names({"source_model": {"encoder_delta": "encoder_delta.npz"}}) == ["encoder_delta.npz"]
+    assert ED.EncoderDelta.names({"source_model": {}}) == []
 
 
 def test_the_delta_names_the_graph(delta):
@@ -166,7 +168,7 @@ def test_targets_weight_only_labelled_train_rows():
 def test_the_shipped_delta_if_any_is_verified_and_small():
     manifest = load_manifest()
     name = manifest["source_model"].get("encoder_delta")
-    d = E.EncoderDelta.from_manifest()
+    d = ED.EncoderDelta.from_manifest()
     if name is None:  # the shipped head reads the plain wheel encoder: its graph name says so
         assert d is None and "-ft" not in E.onnx_path("fp32", d).name
         return

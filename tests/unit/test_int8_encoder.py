@@ -10,6 +10,8 @@ import pytest
 
 from rtaudit.engine.text import encoder as E
 
+from rtaudit.engine.text import encoder_delta as ED
+
 TEXTS = [
     "have a nice day",
     "you are such an idiot, seriously",
@@ -126,7 +128,7 @@ def test_build_encoder_command_builds_both_graphs_beside_each_other():
     result = CliRunner().invoke(app, ["text", "build-encoder"])
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())  # rich may wrap long paths
-    delta = E.EncoderDelta.from_manifest()  # the encoder the shipped head reads (fine-tuned layers, if any)
+    delta = ED.EncoderDelta.from_manifest()  # the encoder the shipped head reads (fine-tuned layers, if any)
     fp32, int8 = E.onnx_path("fp32", delta), E.onnx_path("int8", delta)
     assert fp32.name in out.replace(" ", "") and int8.name in out.replace(" ", "")
     assert fp32.exists() and int8.exists()

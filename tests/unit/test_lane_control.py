@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from confluent_kafka import OFFSET_INVALID, TopicPartition
 
-from rtaudit.engine.batcher import Batcher, BatcherConfig
+from rtaudit.engine.batcher import Batcher
+from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.workers import metrics
 from rtaudit.workers.lane_intake import LaneControl
 

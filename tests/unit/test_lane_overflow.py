@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import asyncio
 
-from rtaudit.engine.batcher import Batcher, BatcherConfig
-from rtaudit.workers.lane_intake import (
-    LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, LaneControl, LowLaneOverflow,
-    Work,
+from rtaudit.engine.batcher import Batcher
+from rtaudit.engine.batcher_config import BatcherConfig
+from rtaudit.workers.lane_intake import LaneControl
+from rtaudit.workers.lane_overflow import (
+    LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, LowLaneOverflow, Work,
 )
 
 from .builders import task
@@ -140,7 +141,7 @@ def test_held_low_lane_records_count_as_that_lane_s_lag() -> None:
 
 
 def test_a_task_costs_its_text_in_encoder_windows() -> None:
-    from rtaudit.workers.lane_intake import TEXT_CHARS_PER_SLOT, task_cost
+    from rtaudit.workers.lane_overflow import TEXT_CHARS_PER_SLOT, task_cost
 
     assert task_cost(task(text="hello")) == 1.0
     assert task_cost(task(text="x" * 32_000)) == 32_000 / TEXT_CHARS_PER_SLOT > 64  # a batch of its own

@@ -11,7 +11,8 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 import pytest
 from PIL import Image
 
-from rtaudit.engine.batcher import Batcher, BatcherConfig
+from rtaudit.engine.batcher import Batcher
+from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.engine.models import StageOutput
 from rtaudit.schemas.messages import ModelRef
 from rtaudit.workers.lane_intake import LaneControl

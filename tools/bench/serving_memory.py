@@ -24,7 +24,7 @@ from rtaudit.tools.bench.bundle_memory import LIMIT, make_bundles, rss_mib
 
 def run(swaps: int, batches_per_swap: int = 3) -> list[tuple[int, str, float, float]]:
     """``[(swap, version, RSS MiB, RssAnon MiB)]``; swap 0 is the first bundle in force."""
-    from rtaudit.engine.bundle import ModelStore
+    from rtaudit.engine.bundle_store import ModelStore
     from rtaudit.engine.clock import now_ms
     from rtaudit.engine.control import ControlState, encode
     from rtaudit.engine.models.null import NullStage

@@ -47,13 +47,11 @@ from rtaudit.tools.fleet.children import popen_options, reap_group, signal_group
 from rtaudit.workers.client import AuditClient, verdict_reader
 from rtaudit.tools.fleet.control_watch import ControlWatch
 from rtaudit.workers.kafka import client_config
+from rtaudit.workers.roles import ROLES
 from rtaudit.workers.settings import BOOTSTRAP_ENV, Settings
 from rtaudit.tools.fleet.supervision import RestartPolicy
 
 log = logging.getLogger(__name__)
-ROLES = ("router", "text", "image", "ocr", "audio", "video", "fusion")
-#: roles `rtaudit up` adds when the settings enable them (:func:`fleet_roles`); never on the verdict path.
-OPTIONAL_ROLES = ("explain",)
 #: seconds between two supervision checks.
 SUPERVISE_INTERVAL_S = 0.25
 
@@ -71,7 +69,7 @@ def explain_unavailable() -> str | None:
 
 
 def fleet_roles(settings: Settings) -> tuple[str, ...]:
-    """The roles `rtaudit up` runs: :data:`ROLES`, plus ``explain`` when ``explain.enabled`` and installed."""
+    """The roles `rtaudit up` runs: :data:`rtaudit.workers.roles.ROLES`, plus ``explain`` when ``explain.enabled`` and installed."""
     return ROLES + (("explain",) if settings.explain.enabled and explain_unavailable() is None else ())
 
 
