@@ -1,4 +1,5 @@
-"""Harnesses around the fleet, apart from its runtime: nothing under ``rtaudit.workers`` imports them.
+"""Harnesses around the fleet, apart from its runtime: no role imports them (the one lazy import from
+``rtaudit.workers`` is :func:`rtaudit.workers.kafka.start_hint` reading the fleet records).
 
 - :mod:`rtaudit.tools.bench`: throughput, latency and memory benchmarks (``rtaudit bench``).
 - :mod:`rtaudit.tools.chaos`: process kills under load, every request accounted for (``rtaudit chaos``).
