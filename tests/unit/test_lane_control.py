@@ -7,7 +7,7 @@ from confluent_kafka import OFFSET_INVALID, TopicPartition
 
 from rtaudit.engine.batcher import Batcher, BatcherConfig
 from rtaudit.workers import metrics
-from rtaudit.workers.lane_intake import LaneControl
+from rtaudit.workers.runtime.lane_intake import LaneControl
 
 HI, LO = "audit.text.hi", "audit.text.lo"
 

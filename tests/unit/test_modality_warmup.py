@@ -14,7 +14,7 @@ from PIL import Image
 from rtaudit.engine.batcher import Batcher, BatcherConfig
 from rtaudit.engine.models import StageOutput
 from rtaudit.schemas.messages import ModelRef
-from rtaudit.workers.lane_intake import LaneControl
+from rtaudit.workers.runtime.lane_intake import LaneControl
 from rtaudit.workers.modality import modality_app
 from rtaudit.workers.serving import LazyStage, warmup_task
 
@@ -76,7 +76,7 @@ async def test_the_model_is_warm_when_the_app_first_starts(tmp_path, monkeypatch
     try:
         await app.on_first_start()
     finally:
-        app.rtaudit_control.stop()
+        app.modality.control.stop()
     assert stage.batches == 1
 
 
