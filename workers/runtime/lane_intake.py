@@ -27,7 +27,7 @@ from rtaudit.workers.runtime.lane_overflow import (
 )
 from rtaudit.workers.runtime.emitter import BatchDelivery, Emitter, dead_letter_output
 from rtaudit.workers.runtime.intake import Intake
-from rtaudit.workers.runtime.records import TP, Output
+from rtaudit.workers.runtime.records import TP
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -224,8 +224,9 @@ class LaneIntake:
         self.consumer = self.intake.consumer
         #: the producer (produced to on the event loop; callbacks served by the delivery thread).
         self.emitter = Emitter(settings, role)
+        #: lag and lane pauses (fields owned per thread: see :class:`LaneControl`).
         self.control = LaneControl(self.consumer, role, lanes, batcher)
-        #: event loop only.
+        #: in-order acks per assignment generation (event loop only; rebalance callbacks reach it there).
         self.acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.tp)
         #: low-lane records held while the batcher's low lane is full (event loop side).
         self.overflow = LowLaneOverflow(batcher, self.control)
@@ -234,17 +235,14 @@ class LaneIntake:
         #: per partition, the offset after the acked prefix not yet committed (loop writes, thread commits).
         self._to_commit: dict[TP, int] = {}
         self._commit_lock = threading.Lock()
+        #: set by :meth:`stop` (any thread); read by the intake and delivery threads.
         self._stop = threading.Event()
+        #: the event loop, set once by :meth:`run` before the group join (read by the intake thread).
         self._loop: asyncio.AbstractEventLoop | None = None
         #: records fetched while :meth:`_wait` polled (intake thread): the next batch.
         self._carry: list[Message] = []
 
     # -- event loop side -------------------------------------------------------------
-    def produce(self, topic: str, key: bytes | None, value: bytes, batch: BatchDelivery | None = None) -> None:
-        """Hand one output to the producer (no waiting); a full local queue is drained first.
-        With ``batch``, the output counts toward that batch's acknowledgement."""
-        self.emitter.send(Output(topic, key, value), batch)
-
     def dead_letter(self, work: Work, error: AuditError, batch: BatchDelivery | None = None) -> None:
         """Hand ``work``'s DLQ record (original bytes, position, reason) to the producer."""
         self.emitter.send(dead_letter_output(self.role, work.message, error), batch)
