@@ -337,7 +337,7 @@ class _Tail:
         """The records up to the high watermark (as seen while fetching). Raises ``TimeoutError``."""
         from confluent_kafka import TopicPartition
 
-        from rtaudit.workers.stream import consume_batch
+        from rtaudit.workers.runtime.intake import consume_batch
 
         out, deadline = [], time.monotonic() + timeout_s
         while True:

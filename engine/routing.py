@@ -49,13 +49,17 @@ class Router:
     media_policy: MediaPolicy
     stages: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_STAGES))
 
-    def deadline_ms(self, req: AuditRequest) -> int:
-        """Requested absolute deadline: the request's own, else ``created_at_ms`` + its SLO or the
-        tenant's (:meth:`plan` caps it at :data:`MAX_DEADLINE_AHEAD_MS` after routing)."""
+    def deadline_ms(self, req: AuditRequest, now_ms: int) -> int:
+        """The request's absolute deadline, epoch ms: its own ``deadline_ms``, else
+        ``created_at_ms`` + its ``slo_ms`` or its tenant's, capped at ``now_ms`` +
+        :data:`MAX_DEADLINE_AHEAD_MS` (``now_ms``: when the router first read it). Decided once
+        per request: the router's quota hold and :meth:`plan` use the same value."""
         if req.deadline_ms is not None:
-            return req.deadline_ms
-        slo = req.slo_ms if req.slo_ms is not None else self.policies.for_tenant(req.tenant_id).slo_ms
-        return req.created_at_ms + slo
+            requested = req.deadline_ms
+        else:
+            slo = req.slo_ms if req.slo_ms is not None else self.policies.for_tenant(req.tenant_id).slo_ms
+            requested = req.created_at_ms + slo
+        return min(requested, now_ms + MAX_DEADLINE_AHEAD_MS)
 
     def lane(self, req: AuditRequest) -> Lane:
         """``hi`` for ``priority="high"``, ``lo`` for ``"low"``, else the tenant's lane."""
@@ -65,13 +69,15 @@ class Router:
             return "lo"
         return self.policies.for_tenant(req.tenant_id).lane
 
-    def plan(self, req: AuditRequest, now_ms: int, lane: Lane | None = None) -> RoutePlan:
+    def plan(self, req: AuditRequest, now_ms: int, lane: Lane | None = None, deadline_ms: int | None = None) -> RoutePlan:
         """Fan ``req`` out on :meth:`lane`, or on ``lane`` when given (the router's quota moves a
-        request beyond it to ``lo``). Raises ``URINotAllowed`` when a media URI is outside the allowlist."""
+        request beyond it to ``lo``), with ``deadline_ms`` when given (decided when the request
+        was first read, :meth:`deadline_ms`), else :meth:`deadline_ms` at ``now_ms``. Raises
+        ``URINotAllowed`` when a media URI is outside the allowlist."""
         for item in req.media:
             if item.uri is not None:
                 check_uri(item.uri, self.media_policy)
-        deadline = min(self.deadline_ms(req), now_ms + MAX_DEADLINE_AHEAD_MS)
+        deadline = self.deadline_ms(req, now_ms) if deadline_ms is None else deadline_ms
         lane = lane or self.lane(req)
         common = dict(
             request_id=req.request_id, tenant_id=req.tenant_id, lane=lane,

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,8 +98,16 @@ def infer_isolated(stage: ModelStage, inputs: list[Any]) -> list[StageOutput | B
         return infer_isolated(stage, inputs[:mid]) + infer_isolated(stage, inputs[mid:])
 
 
+def _expired(tasks: list[ModalityTask], decided: Collection[int] | None, formed_at: int) -> set[int] | frozenset[int]:
+    """Indices of the expired tasks: ``decided`` by the caller, else past their deadline at ``formed_at``."""
+    if decided is None:
+        return {i for i, task in enumerate(tasks) if past_deadline(task.deadline_ms, formed_at)}
+    return decided if isinstance(decided, (set, frozenset)) else set(decided)
+
+
 def process_batch(
     stage: ModelStage, tasks: list[ModalityTask], *, now_ms: Callable[[], int] = wall_now_ms,
+    expired: Collection[int] | None = None,
 ) -> BatchResult:
     """Prepare, infer and wrap one micro-batch. Blocking: call it off the event loop.
 
@@ -107,6 +115,8 @@ def process_batch(
         stage: the model stage.
         tasks: the batch, 1..max batch size tasks.
         now_ms: wall clock in epoch ms (tests pass a fake).
+        expired: indices of the tasks the caller found past their deadline (a worker's batcher,
+            at batch close: decided once); ``None``: decided here (:func:`rtaudit.engine.clock.past_deadline`).
 
     Returns:
         A :class:`BatchResult` with exactly ``len(tasks)`` partials; ``failures`` holds
@@ -115,10 +125,9 @@ def process_batch(
     formed_at = now_ms()
     prepared: list[tuple[int, object]] = []
     failed: dict[int, AuditError] = {}
-    expired: set[int] = set()
+    expired = _expired(tasks, expired, formed_at)
     for i, task in enumerate(tasks):
-        if past_deadline(task.deadline_ms, formed_at):
-            expired.add(i)
+        if i in expired:
             continue
         try:
             prepared.append((i, stage.prepare(task)))

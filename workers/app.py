@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
-from typing import Any
+from typing import Any, TypeVar, overload
 
 import faust
 
@@ -60,14 +60,24 @@ def faust_options(settings: Settings, role: str) -> dict[str, Any]:
     return opts
 
 
-def make_app(role: str, settings: Settings | None = None, app_id: str | None = None) -> tuple[faust.App, Settings]:
-    """A Faust app whose id (consumer group) is ``app_id`` (default ``rtaudit-<role>``), and the
-    settings it was built from. A role that consumes with its own confluent-kafka group
-    (:mod:`rtaudit.workers.stream`) gives Faust another id: Faust always joins its app's group."""
+AppT = TypeVar("AppT", bound=faust.App)
+
+
+@overload
+def make_app(role: str, settings: Settings | None = None, app_id: str | None = None) -> tuple[faust.App, Settings]: ...
+@overload
+def make_app(role: str, settings: Settings | None = None, app_id: str | None = None, *,
+             app_class: type[AppT]) -> tuple[AppT, Settings]: ...
+def make_app(role: str, settings: Settings | None = None, app_id: str | None = None, *,
+             app_class: type[faust.App] = faust.App) -> tuple[faust.App, Settings]:
+    """A Faust app (an ``app_class``) whose id (consumer group) is ``app_id`` (default
+    ``rtaudit-<role>``), and the settings it was built from. A role that consumes with its own
+    confluent-kafka group (:mod:`rtaudit.workers.runtime`) gives Faust another id: Faust always
+    joins its app's group."""
     settings = settings or load_settings()
     faust_local.register()
     (settings.state_dir / role).mkdir(parents=True, exist_ok=True)
-    app = faust.App(app_id or f"rtaudit-{role}", **faust_options(settings, role))
+    app = app_class(app_id or f"rtaudit-{role}", **faust_options(settings, role))
 
     @app.task
     async def _start_metrics() -> None:

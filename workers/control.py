@@ -94,7 +94,7 @@ def read_to_end(consumer: Consumer, state: ControlState, timeout_s: float = 10.0
                 guard: OffsetGapGuard | None = None) -> ControlState:
     """Apply records until the partition's high watermark (as seen while fetching: tansu's
     ListOffsets answer is unreliable, docs/broker.md) is reached; records a fetch skipped are
-    read again (``guard``, :class:`rtaudit.workers.stream.OffsetGapGuard`). Raises ``TimeoutError``."""
+    read again (``guard``, :class:`rtaudit.workers.offsets.OffsetGapGuard`). Raises ``TimeoutError``."""
     deadline = time.monotonic() + timeout_s
     tp = TopicPartition(CONTROL, 0)
     guard = guard or OffsetGapGuard(consumer, "control")

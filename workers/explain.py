@@ -3,8 +3,8 @@ for on-demand requests, off the hot path (:mod:`rtaudit.workers.explain_loop`; t
 :mod:`rtaudit.engine.explain`). Start: ``faust -A rtaudit.workers.explain worker``."""
 
 from rtaudit.workers.app import make_app
-from rtaudit.workers.explain_loop import GROUP_ID, ROLE, ExplainLoop
-from rtaudit.workers.stream import run_in_faust
+from rtaudit.workers.explain_loop import GROUP_ID, ROLE, explain_loop
+from rtaudit.workers.runtime.loop import run_in_faust
 
 app, settings = make_app(ROLE, app_id=f"{GROUP_ID}-runtime")
-run_in_faust(app, lambda: ExplainLoop(settings))
+run_in_faust(app, lambda: explain_loop(settings))

@@ -9,8 +9,9 @@ records on every topic (librdkafka's range assignor gives it the same partition 
 The join is :class:`rtaudit.engine.explain.join.ExplainJoin`; each explanation is
 :class:`rtaudit.engine.explain.stage.ExplainStage`; output: one
 :class:`rtaudit.schemas.explain.Explanation` per image part on ``audit.explanations``
-(key: request id). Commit order as every :class:`rtaudit.workers.stream.BatchLoop`: flush the
-producer, then commit the offsets the join says are safe. Explanations are computed in the
+(key: request id). The logic is :class:`ExplainHandler`, run by the batch loop
+(:class:`rtaudit.workers.runtime.loop.BatchLoop`, :func:`explain_loop`): flush the producer, then
+commit the offsets the join says are safe. Explanations are computed in the
 loop's thread, ``explain.batch_size`` records per consume (each may cost 30-200 ms on CPU).
 """
 
@@ -18,8 +19,8 @@ from __future__ import annotations
 
 import logging
 import time
-
-from confluent_kafka import Message, TopicPartition
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.explain.join import ExplainJoin, Job
@@ -29,8 +30,10 @@ from rtaudit.schemas.explain import ExplainRequest
 from rtaudit.schemas.messages import ModalityTask, Verdict
 from rtaudit.topics.catalog import EXPLAIN_REQUESTS, EXPLANATIONS, LANES, VERDICTS, lane_topic
 from rtaudit.workers import metrics
+from rtaudit.workers.runtime.handler import HandlerBase
+from rtaudit.workers.runtime.loop import BatchLoop
+from rtaudit.workers.runtime.records import TP, DeadLetter, Emit, Output, Record, raw_value
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.stream import BatchLoop
 
 log = logging.getLogger(__name__)
 ROLE = "explain"
@@ -49,59 +52,55 @@ def image_parts(verdict: Verdict) -> list[str]:
     return sorted(out)
 
 
-class ExplainLoop(BatchLoop):
-    """The explain role's batch loop (module doc). ``stage``: an
-    :class:`rtaudit.engine.explain.stage.ExplainStage` (built from the settings when ``None``)."""
+class ExplainHandler(HandlerBase):
+    """The explain role's handler (module doc). Runs on one thread (the loop's).
 
-    def __init__(self, settings: Settings, stage=None, group_id: str = GROUP_ID) -> None:  # type: ignore[no-untyped-def]
-        cfg = settings.explain
-        super().__init__(settings, group_id, [*IMAGE_LANES, VERDICTS, EXPLAIN_REQUESTS],
-                         batch_size=cfg.batch_size, poll_timeout_s=0.1, control_role=ROLE)
-        if stage is None:
-            from rtaudit.engine.explain.stage import ExplainStage
+    Args:
+        stage: an :class:`rtaudit.engine.explain.stage.ExplainStage` (anything with its ``explain``).
+        join: the join of tasks, verdicts and on-demand requests.
+    """
 
-            stage = ExplainStage(settings.media.policy(), method=cfg.method, target=cfg.target,
-                                 heatmap_side_px=cfg.heatmap_side_px, heatmap_max_bytes=cfg.heatmap_max_bytes,
-                                 box_threshold=cfg.box_threshold, device="cuda" if settings.prefer_gpu and _cuda() else "cpu",
-                                 threads=settings.model_threads())
-        self.stage = stage
-        self.join = ExplainJoin(set(cfg.decisions), retention_ms=cfg.retention_ms, budget_bytes=cfg.held_bytes,
-                                wait_ms=cfg.verdict_wait_ms)
+    def __init__(self, stage: Any, join: ExplainJoin) -> None:
+        self.stage, self.join = stage, join
 
-    def handle(self, records: list[Message]) -> None:
-        now = now_ms()
+    def handle(self, records: Sequence[Record], now_ms: int) -> list[Emit]:
+        out: list[Emit] = []
         for m in records:
-            position = (m.topic(), m.partition(), m.offset())
-            raw = m.value() or b""
-            metrics.MESSAGES_CONSUMED.labels(ROLE, m.topic()).inc()
+            topic = m.topic() or ""
+            position = (topic, m.partition() or 0, m.offset() or 0)
+            raw = raw_value(m)
+            metrics.MESSAGES_CONSUMED.labels(ROLE, topic).inc()
             try:
-                if m.topic() in IMAGE_LANES:
+                if topic in IMAGE_LANES:
                     # the image worker already dead-letters a bad task: here it is only skipped
                     task = decode(raw, ModalityTask)
                     if task.media is None:
                         self.join.seen(position)
                         continue
-                    jobs = self.join.add_task(task.request_id, task.part, raw, position, now)
-                elif m.topic() == VERDICTS:
+                    jobs = self.join.add_task(task.request_id, task.part, raw, position, now_ms)
+                elif topic == VERDICTS:
                     verdict = decode(raw, Verdict)
-                    jobs = self.join.add_verdict(verdict.request_id, verdict.decision, image_parts(verdict), position, now)
+                    jobs = self.join.add_verdict(verdict.request_id, verdict.decision, image_parts(verdict), position, now_ms)
                 else:
                     ask = decode(raw, ExplainRequest)
-                    jobs = self.join.on_demand(ask.request_id, ask.part, position, now)
+                    jobs = self.join.on_demand(ask.request_id, ask.part, position, now_ms)
             except AuditError as exc:
                 self.join.seen(position)
-                if m.topic() == EXPLAIN_REQUESTS:
-                    self.dead_letter(ROLE, m, exc)  # a user's request: the DLQ says why it was refused
+                if topic == EXPLAIN_REQUESTS:
+                    out.append(DeadLetter(m, exc))  # a user's request: the DLQ says why it was refused
                 else:
                     log.warning("explain skipped topic=%s partition=%s offset=%s: %s", *position, exc.message)
                 continue
-            self._run(jobs)
+            out += self._run(jobs)
+        return out
 
-    def tick(self) -> None:
-        self._run(self.join.expire(now_ms()))
+    def tick(self, now_ms: int) -> list[Emit]:
+        out = self._run(self.join.expire(now_ms))
         metrics.EXPLAIN_HELD_BYTES.set(self.join.held_bytes)
+        return out
 
-    def _run(self, jobs: list[Job]) -> None:
+    def _run(self, jobs: list[Job]) -> list[Emit]:
+        out: list[Emit] = []
         for job in jobs:
             started = time.perf_counter()
             record = self.stage.explain(job, now_ms())
@@ -109,14 +108,31 @@ class ExplainLoop(BatchLoop):
             metrics.EXPLANATIONS.labels(record.trigger, record.status).inc()
             log.info("explanation request_id=%s part=%s trigger=%s status=%s %.0f ms",
                      record.request_id, record.part, record.trigger, record.status, record.compute_ms)
-            self.produce(EXPLANATIONS, record.request_id.encode(), encode(record))
+            out.append(Output(EXPLANATIONS, record.request_id.encode(), encode(record)))
+        return out
 
-    def commit_offsets(self, partitions: list[int] | None = None) -> list[TopicPartition]:
-        return [TopicPartition(topic, p, offset) for (topic, p), offset in self.join.commit_offsets().items()
-                if partitions is None or p in partitions]
+    def commit_offsets(self, tps: Collection[TP] | None = None) -> dict[TP, int]:
+        return {tp: offset for tp, offset in self.join.commit_offsets().items() if tps is None or tp in tps}
 
-    def revoked(self, partitions: list[TopicPartition]) -> None:
-        self.join.forget({(tp.topic, tp.partition) for tp in partitions})
+    def revoked(self, tps: list[TP]) -> None:
+        self.join.forget(set(tps))
+
+
+def explain_loop(settings: Settings, stage: Any = None, group_id: str = GROUP_ID) -> BatchLoop:
+    """The explain role's batch loop. ``stage``: an :class:`rtaudit.engine.explain.stage.ExplainStage`
+    (built from the settings when ``None``)."""
+    cfg = settings.explain
+    if stage is None:
+        from rtaudit.engine.explain.stage import ExplainStage
+
+        stage = ExplainStage(settings.media.policy(), method=cfg.method, target=cfg.target,
+                             heatmap_side_px=cfg.heatmap_side_px, heatmap_max_bytes=cfg.heatmap_max_bytes,
+                             box_threshold=cfg.box_threshold, device="cuda" if settings.prefer_gpu and _cuda() else "cpu",
+                             threads=settings.model_threads())
+    join = ExplainJoin(set(cfg.decisions), retention_ms=cfg.retention_ms, budget_bytes=cfg.held_bytes,
+                       wait_ms=cfg.verdict_wait_ms)
+    return BatchLoop(settings, group_id, [*IMAGE_LANES, VERDICTS, EXPLAIN_REQUESTS], lambda ctx: ExplainHandler(stage, join),
+                     role=ROLE, batch_size=cfg.batch_size, poll_timeout_s=0.1, control_role=ROLE)
 
 
 def _cuda() -> bool:

@@ -1,5 +1,5 @@
 """Records a fetch skipped, read again: :class:`OffsetGapGuard` (used by every consumer of the
-fleet through :func:`rtaudit.workers.stream.consume_batch`, and by the control-topic readers)."""
+fleet through :func:`rtaudit.workers.runtime.intake.consume_batch`, and by the control-topic readers)."""
 
 from __future__ import annotations
 

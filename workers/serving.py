@@ -29,7 +29,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -273,29 +273,37 @@ class ServingSet:
                 candidate = None
         return Snapshot(stable or self._builtin(), candidate, rollout if candidate is not None else None, version)
 
-    def score(self, tasks: list[ModalityTask], run: Callable[[ModelStage, list[ModalityTask]], BatchResult] = process_batch) -> BatchResult:
-        """Score one micro-batch: each task by exactly one version (blocking; the inference thread)."""
+    def score(self, tasks: list[ModalityTask], expired: Collection[int] | None = None,
+              run: Callable[..., BatchResult] = process_batch) -> BatchResult:
+        """Score one micro-batch: each task by exactly one version (blocking; the inference thread).
+        ``expired``: indices of the tasks already past their deadline (decided when the batch
+        closed): they get ``expired`` partials from the version their request is routed to, and
+        no inference (``None``: ``run`` decides at batch formation). ``run``: :func:`rtaudit.engine.stage.process_batch` or a stand-in with its
+        signature."""
         snap = self.snapshot()
+        gone = None if expired is None else frozenset(expired)
         if snap.candidate is None or snap.rollout is None:
-            return self._timed(snap, "stable", snap.stable, list(range(len(tasks))), tasks, run)[1]
+            return self._timed(snap, "stable", snap.stable, list(range(len(tasks))), tasks, gone, run)[1]
         to_candidate = [i for i, t in enumerate(tasks) if serves_candidate(t.request_id, snap.rollout)]
         chosen = set(to_candidate)
         to_stable = [i for i in range(len(tasks)) if i not in chosen]
-        parts = [self._timed(snap, "stable", snap.stable, to_stable, [tasks[i] for i in to_stable], run)]
+        parts = [self._timed(snap, "stable", snap.stable, to_stable, [tasks[i] for i in to_stable], gone, run)]
         if to_candidate:
-            parts.append(self._timed(snap, "candidate", snap.candidate, to_candidate, [tasks[i] for i in to_candidate], run))
-        shadow = [i for i, t in enumerate(tasks) if shadowed(t.request_id, snap.rollout)]
+            parts.append(self._timed(snap, "candidate", snap.candidate, to_candidate, [tasks[i] for i in to_candidate],
+                                     gone, run))
+        shadow = [i for i, t in enumerate(tasks) if (gone is None or i not in gone) and shadowed(t.request_id, snap.rollout)]
         if shadow:
-            self._shadow(snap, [tasks[i] for i in shadow], {i: j for j, i in enumerate(shadow)}, parts[0], run)
+            self._shadow(snap, [tasks[i] for i in shadow], parts[0], run)
         self._act()
         return merge(parts, len(tasks))
 
     def _timed(self, snap: Snapshot, which: str, stage: ModelStage, indices: list[int], tasks: list[ModalityTask],
-               run: Callable[[ModelStage, list[ModalityTask]], BatchResult]) -> tuple[list[int], BatchResult]:
+               expired: frozenset[int] | None, run: Callable[..., BatchResult]) -> tuple[list[int], BatchResult]:
         if not tasks:
             return indices, BatchResult([], [])
         started = time.perf_counter()
-        result = run(stage, tasks)
+        sub_expired = None if expired is None else [j for j, i in enumerate(indices) if i in expired]
+        result = run(stage, tasks, expired=sub_expired)
         ms = (time.perf_counter() - started) * 1000.0
         if snap.rollout_version:  # name the rollout record each item was routed under
             stamped = {p.model: p.model.model_copy(update={"rollout": snap.rollout_version}) for p in result.partials}
@@ -306,9 +314,10 @@ class ServingSet:
                 self._judge.record_batch(which, ms, result.inferred + errors, errors)  # type: ignore[arg-type]
         return indices, result
 
-    def _shadow(self, snap: Snapshot, tasks: list[ModalityTask], position: dict[int, int],
-                stable_part: tuple[list[int], BatchResult], run: Callable[[ModelStage, list[ModalityTask]], BatchResult]) -> None:
-        assert snap.candidate is not None
+    def _shadow(self, snap: Snapshot, tasks: list[ModalityTask], stable_part: tuple[list[int], BatchResult],
+                run: Callable[..., BatchResult]) -> None:
+        if snap.candidate is None:
+            return
         shadow = run(snap.candidate, tasks)
         stable_by_request = {p.request_id + p.part: p for p in stable_part[1].partials}
         pairs = [(stable_by_request.get(c.request_id + c.part), c) for c in shadow.partials]
@@ -348,11 +357,13 @@ class ServingSet:
             log.warning("%s canary %s (rollout version %d): %s", self.stage, decision.kind, version, decision.reason)
 
     def _publish_loop(self) -> None:
-        assert self._publisher is not None
+        publisher = self._publisher
+        if publisher is None:  # judge only: nothing to publish
+            return
         while True:
             subject, payload, reason, expects = self._actions.get()
             try:
-                self._publisher(subject, payload, reason, expects)
+                publisher(subject, payload, reason, expects)
             except Exception as exc:  # another replica won the race, or the broker is away: logged
                 log.warning("%s: could not publish %s (%s): %s", self.author, subject, reason, exc)
 

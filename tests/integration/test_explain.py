@@ -52,7 +52,7 @@ def verdict(request_id: str, decision: str, parts: dict[str, str]) -> Verdict:
 
 
 def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_settings: Settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from rtaudit.workers.explain_loop import ExplainLoop
+    from rtaudit.workers.explain_loop import explain_loop
 
     s = broker_settings.model_copy(update={"explain": broker_settings.explain.model_copy(update={"verdict_wait_ms": 10_000})})
     run = uuid.uuid4().hex[:6]
@@ -70,7 +70,7 @@ def test_explain_role_answers_review_verdicts_and_on_demand_requests(broker_sett
     producer.produce(VERDICTS, encode(verdict(lost, "block", {"image/image:0": "ok"})), lost.encode())  # its task never comes
     assert producer.flush(10) == 0
 
-    loop = ExplainLoop(s, group_id=f"explain-{run}")
+    loop = explain_loop(s, group_id=f"explain-{run}")
     thread = threading.Thread(target=loop.run, daemon=True)
     thread.start()
     try:

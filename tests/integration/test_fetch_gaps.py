@@ -14,7 +14,7 @@ from prometheus_client import REGISTRY
 
 from rtaudit.tools.fleet.broker import EmbeddedBroker
 from rtaudit.workers.offsets import OffsetGapGuard
-from rtaudit.workers.stream import consume_batch
+from rtaudit.workers.runtime.intake import consume_batch
 
 from .conftest import free_port
 

@@ -1,4 +1,4 @@
-"""``over_quota = "delay"`` on the embedded broker: a RouterLoop holds a flooding tenant's requests
+"""``over_quota = "delay"`` on the embedded broker: the router holds a flooding tenant's requests
 and routes them on their lane topic at the tenant's quota rate, never faster, while another
 tenant's requests go through at once; stopped with requests held, it commits no further than
 the oldest held record, and the next router routes what was held."""
@@ -17,7 +17,7 @@ from rtaudit.engine.policy import QuotaPolicy, TenantPolicy
 from rtaudit.schemas.messages import AuditRequest, ModalityTask
 from rtaudit.topics.catalog import REQUESTS, lane_topic
 from rtaudit.workers.kafka import consumer_config, producer_config
-from rtaudit.workers.router import GROUP_ID, RouterLoop
+from rtaudit.workers.router import GROUP_ID, router_loop
 from rtaudit.workers.settings import Settings
 
 pytestmark = pytest.mark.integration
@@ -26,10 +26,10 @@ SLOW = TenantPolicy(lane="hi", quota=QuotaPolicy(rate_per_s=RATE, burst=1, over_
 
 
 class Running:
-    """A RouterLoop in a thread."""
+    """The router's batch loop in a thread."""
 
     def __init__(self, settings: Settings) -> None:
-        self.loop = RouterLoop(settings)
+        self.loop = router_loop(settings)
         self.error: BaseException | None = None
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()

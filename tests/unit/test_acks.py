@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rtaudit.workers.acks import InOrderAcks
+from rtaudit.workers.runtime.acks import InOrderAcks
 
 
 def test_out_of_order_finish_acks_in_offset_order():

@@ -8,7 +8,7 @@ import threading
 import pytest
 from confluent_kafka import KafkaError
 
-from rtaudit.workers.stream import BatchDelivery, DeliveryFailed
+from rtaudit.workers.runtime.emitter import BatchDelivery, DeliveryFailed
 
 
 class Delivered:

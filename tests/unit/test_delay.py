@@ -6,7 +6,6 @@ replayed by their next owner, the memory bound, and the settings keys."""
 
 from __future__ import annotations
 
-import orjson
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -16,14 +15,14 @@ from rtaudit.engine.delay import HeldQueue, offer
 from rtaudit.engine.fusion import Fusion
 from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
-from rtaudit.engine.routing import Router
 from rtaudit.schemas.messages import Manifest
 from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
-from rtaudit.workers.router import RouterLoop
+from rtaudit.workers.router import RouterHandler
 from rtaudit.workers.settings import SettingsError, load_settings
 
 from .builders import audit_request
+from .roles import RoleUnderTest
 
 T0 = 1_700_000_000_000
 
@@ -157,13 +156,9 @@ def make_loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path))
     media = load_settings().media.policy()
 
-    def make(tenants: dict[str, TenantPolicy] | None = None, held: HeldQueue | None = None) -> RouterLoop:
-        r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
-        r.control = None
-        r.router = Router(policies=PolicyBook(tenants=tenants if tenants is not None else {"slow": SLOW}), media_policy=media)
-        r.next_offset, r.quotas, r.held, r.outputs = {}, TenantQuotas(), held if held is not None else HeldQueue(), []
-        r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]
-        return r
+    def make(tenants: dict[str, TenantPolicy] | None = None, held: HeldQueue | None = None) -> RoleUnderTest:
+        book = PolicyBook(tenants=tenants if tenants is not None else {"slow": SLOW})
+        return RoleUnderTest(RouterHandler(lambda: book, media, held), "router")
 
     return make
 
@@ -182,7 +177,7 @@ class Feed:
         return m
 
 
-def manifests(loop: RouterLoop) -> list[dict]:  # type: ignore[type-arg]
+def manifests(loop: RoleUnderTest) -> list[dict]:  # type: ignore[type-arg]
     """What the router answered, in order: the manifests it sent fusion and, as
     ``{"request_id", "rejection_code", "rejection", "decision"}``, the verdicts it gave itself."""
     out = [rejection_of(v) if t == VERDICTS else v for t, _, v in loop.outputs if t in (SCORES, VERDICTS)]
@@ -196,7 +191,7 @@ def rejection_of(verdict: dict) -> dict:  # type: ignore[type-arg]
     return {"request_id": verdict["request_id"], "rejection_code": code, "rejection": message, "decision": verdict["decision"]}
 
 
-def routed(loop: RouterLoop) -> list[str]:
+def routed(loop: RoleUnderTest) -> list[str]:
     return [m["request_id"] for m in manifests(loop) if not m.get("rejection")]
 
 
@@ -220,7 +215,7 @@ def test_held_requests_go_out_fifo_at_the_quota_rate_on_their_lane(make_loop):  
             released.append((t, ids))
             loop.outputs.clear()
     assert released == [(T0 + 100, ["slow-0-1"]), (T0 + 200, ["slow-0-2"]), (T0 + 300, ["slow-0-3"]), (T0 + 400, ["slow-0-4"])]
-    assert len(loop.held) == 0 and loop.commit_offsets()[0].offset == 5
+    assert len(loop.held) == 0 and loop.commit_offsets()[0] == 5
     assert sample("rtaudit_quota_delayed_requests_total", tenant="slow", outcome="routed") - before == 4
 
 
@@ -273,28 +268,26 @@ def test_the_commit_never_passes_a_held_record(make_loop):  # type: ignore[no-un
     loop, p0, p1 = make_loop(), Feed(0), Feed(1)
     loop.handle([p0.msg("slow", T0), p0.msg("slow", T0), p0.msg("quiet", T0), p0.msg("quiet", T0),
                  p1.msg("quiet", T0), p1.msg("slow", T0)], now=T0)
-    assert {tp.partition: tp.offset for tp in loop.commit_offsets()} == {0: 1, 1: 1}  # held: p0@1, p1@1
-    assert [tp.offset for tp in loop.commit_offsets([1])] == [1]
+    assert loop.commit_offsets() == {0: 1, 1: 1}  # held: p0@1, p1@1
+    assert list(loop.commit_offsets([1]).values()) == [1]
     loop.tick(now=T0 + 100)  # p0@1 goes first (FIFO), p1@1 stays
-    assert {tp.partition: tp.offset for tp in loop.commit_offsets()} == {0: 4, 1: 1}
+    assert loop.commit_offsets() == {0: 4, 1: 1}
     loop.handle([p1.msg("quiet", T0 + 150), p1.msg("quiet", T0 + 150)], now=T0 + 150)
-    assert {tp.partition: tp.offset for tp in loop.commit_offsets()} == {0: 4, 1: 1}
+    assert loop.commit_offsets() == {0: 4, 1: 1}
     loop.tick(now=T0 + 200)
-    assert {tp.partition: tp.offset for tp in loop.commit_offsets()} == {0: 4, 1: 4}
+    assert loop.commit_offsets() == {0: 4, 1: 4}
 
 
 def test_a_revoked_partition_drops_its_held_records_and_the_next_owner_replays_them(make_loop):  # type: ignore[no-untyped-def]
-    from confluent_kafka import TopicPartition
-
     loop, p0, p1 = make_loop(), Feed(0), Feed(1)
     records0 = [p0.msg("slow", T0), p0.msg("quiet", T0), p0.msg("slow", T0), p0.msg("quiet", T0)]
     records1 = [p1.msg("slow", T0)]
     loop.handle(records0 + records1, now=T0)
     assert routed(loop) == ["slow-0-0", "quiet-0-1", "quiet-0-3"] and len(loop.held) == 2
     before = sample("rtaudit_quota_delayed_requests_total", tenant="slow", outcome="dropped")
-    committed = {tp.partition: tp.offset for tp in loop.commit_offsets([0])}
+    committed = loop.commit_offsets([0])
     assert committed == {0: 2}
-    loop.revoked([TopicPartition("audit.requests", 0)])  # BatchLoop commits commit_offsets([0]) first
+    loop.revoke([0])  # checkpointed first, as the batch loop does
     assert len(loop.held) == 1 and loop.held.oldest_offset(0) is None and 0 not in loop.next_offset
     assert sample("rtaudit_quota_delayed_requests_total", tenant="slow", outcome="dropped") - before == 1
     assert loop.quotas.buckets["slow"].tokens == pytest.approx(-1)  # the token p0@2 had reserved was given back
@@ -304,7 +297,7 @@ def test_a_revoked_partition_drops_its_held_records_and_the_next_owner_replays_t
     owner = make_loop()
     owner.handle(records0[committed[0]:], now=T0 + 1_000)
     assert routed(owner) == ["slow-0-2", "quiet-0-3"]  # quiet-0-3 twice in all: at-least-once
-    assert owner.commit_offsets()[0].offset == 4
+    assert owner.commit_offsets()[0] == 4
 
 
 @given(ops=st.lists(st.tuples(st.sampled_from(["slow", "quiet", "tick"]), st.integers(0, 1), st.integers(0, 60)), max_size=80))
@@ -324,8 +317,8 @@ def test_every_record_before_the_commit_offset_was_answered(ops, make_loop):  # 
             records[partition].append(m.key().decode())
             loop.handle([m], now=t)
         answered |= {v["request_id"] for tp, _, v in loop.outputs if tp in (SCORES, VERDICTS)}
-        for tp in loop.commit_offsets():
-            assert set(records[tp.partition][: tp.offset]) <= answered
+        for p, offset in loop.commit_offsets().items():
+            assert set(records[p][:offset]) <= answered
 
 
 def test_beyond_max_held_the_router_throttles(make_loop):  # type: ignore[no-untyped-def]
@@ -343,7 +336,7 @@ def test_lower_lane_and_throttle_tenants_are_not_held(make_loop):  # type: ignor
         "th": TenantPolicy(quota=QuotaPolicy(rate_per_s=10, burst=1, over_quota="throttle")),
     }), Feed()
     loop.handle([feed.msg("lo", T0), feed.msg("lo", T0), feed.msg("th", T0), feed.msg("th", T0)], now=T0)
-    assert len(loop.held) == 0 and loop.commit_offsets()[0].offset == 4
+    assert len(loop.held) == 0 and loop.commit_offsets()[0] == 4
     assert [t for t, _, _ in loop.outputs if t.startswith("audit.text.")] == ["audit.text.hi", "audit.text.lo", "audit.text.lo"]
     assert [m.get("rejection_code") for m in manifests(loop)] == [None, None, None, "throttled"]
 

@@ -175,7 +175,7 @@ def test_compose_healthcheck_expose_and_prometheus_match_the_metrics_port(c: Con
 
 def test_keda_watches_the_ocr_group_on_its_input_topics() -> None:
     from rtaudit.topics.catalog import catalog, lane_topic
-    from rtaudit.workers.lane_intake import intake_group
+    from rtaudit.workers.runtime.lane_intake import intake_group
 
     scaled = next(d for _, d in k8s_documents() if d.get("kind") == "ScaledObject")
     target = scaled["spec"]["scaleTargetRef"]["name"]

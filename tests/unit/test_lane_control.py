@@ -8,7 +8,7 @@ from confluent_kafka import OFFSET_INVALID, TopicPartition
 from rtaudit.engine.batcher import Batcher
 from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.workers import metrics
-from rtaudit.workers.lane_intake import LaneControl
+from rtaudit.workers.runtime.lane_intake import LaneControl
 
 HI, LO = "audit.text.hi", "audit.text.lo"
 
@@ -79,3 +79,28 @@ async def test_low_lane_paused_while_high_lane_lags_then_resumed():
     ctl.tick()
     assert consumer.active == {hi0, lo0, lo1}
     assert metrics.LO_LANE_PAUSED.labels("text")._value.get() == 0
+
+
+def test_the_intake_pauses_the_low_lane_at_once_and_hands_the_pause_to_the_event_loop():
+    """``want_lo_paused`` is the event loop's alone; the intake thread's immediate pause (the held
+    low-lane records reached the pause mark between two lag readings) is its own flag, given up
+    once the loop's decision holds the lane."""
+    from rtaudit.workers.runtime.lane_overflow import LO_OVERFLOW_PAUSE, LO_OVERFLOW_RESUME
+
+    lo0, hi0 = TP(LO, 0), TP(HI, 0)
+    ctl, consumer, _ = control({hi0: 0, lo0: 0})
+    ctl.tick()  # the assignment is read
+    ctl.lo_overflow = LO_OVERFLOW_PAUSE  # written on the loop by the overflow
+    assert ctl.pause_lo_now() is True and ctl.want_lo_paused is False
+    ctl.sync_pause()
+    assert lo0 not in consumer.active and hi0 in consumer.active
+    assert ctl.pause_lo_now() is False  # asked once
+    ctl.apply_lag({"hi": 0, "lo": 0})  # the loop decides: the overflow holds the pause
+    assert ctl.want_lo_paused is True
+    ctl.pause_lo_now()
+    assert ctl.lo_paused_by_intake is False  # the loop's decision holds the lane now
+    ctl.sync_pause()
+    assert lo0 not in consumer.active
+    ctl.lo_overflow = LO_OVERFLOW_RESUME
+    ctl.tick()  # drained to the resume mark: resumed
+    assert lo0 in consumer.active and ctl.want_lo_paused is False

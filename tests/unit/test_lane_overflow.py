@@ -8,8 +8,8 @@ import asyncio
 
 from rtaudit.engine.batcher import Batcher
 from rtaudit.engine.batcher_config import BatcherConfig
-from rtaudit.workers.lane_intake import LaneControl
-from rtaudit.workers.lane_overflow import (
+from rtaudit.workers.runtime.lane_intake import LaneControl
+from rtaudit.workers.runtime.lane_overflow import (
     LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, LowLaneOverflow, Work,
 )
 
@@ -38,7 +38,8 @@ class Control:
 
 
 def work(i: int, topic: str = "audit.text.lo", partition: int = 0, nbytes: int = 2) -> Work:
-    return Work(Msg(topic, partition, b"x" * nbytes), task(request_id=f"r{i}", deadline_ms=FAR))  # type: ignore[arg-type]
+    lane = "hi" if topic.endswith(".hi") else "lo"
+    return Work(Msg(topic, partition, b"x" * nbytes), lane, task(request_id=f"r{i}", deadline_ms=FAR))  # type: ignore[arg-type]
 
 
 def test_a_full_low_lane_never_holds_up_the_high_lane() -> None:
@@ -47,9 +48,9 @@ def test_a_full_low_lane_never_holds_up_the_high_lane() -> None:
         control = Control()
         overflow = LowLaneOverflow(batcher, control)  # type: ignore[arg-type]
         for i in range(5):
-            await asyncio.wait_for(overflow.put(work(i), "lo"), 1)  # never waits
+            await asyncio.wait_for(overflow.put(work(i)), 1)  # never waits
         hi = work(99, "audit.text.hi")
-        await asyncio.wait_for(overflow.put(hi, "hi"), 1)
+        await asyncio.wait_for(overflow.put(hi), 1)
         await overflow.settle()
         assert batcher.queued("lo") == 2 and batcher.queued("hi") == 1 and len(overflow) == 3
         assert control.lo_overflow == 3 and control.lo_overflow_bytes == 6  # reported to the lane control (which pauses from LO_OVERFLOW_PAUSE)
@@ -69,7 +70,7 @@ def test_a_revoked_partition_s_held_records_are_dropped() -> None:
         batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
         overflow = LowLaneOverflow(batcher)
         for i in range(4):
-            await overflow.put(work(i, partition=i % 2), "lo")
+            await overflow.put(work(i, partition=i % 2))
         overflow.forget({("audit.text.lo", 1)})
         assert [w.task.request_id for w in overflow.held] == ["r2"]  # type: ignore[union-attr]
         assert overflow.held_bytes == 2
@@ -83,7 +84,7 @@ def test_past_max_held_the_intake_waits_for_room() -> None:
         batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
         overflow = LowLaneOverflow(batcher, max_held=2)
         for i in range(5):
-            await overflow.put(work(i), "lo")
+            await overflow.put(work(i))
         settling = asyncio.ensure_future(overflow.settle())
         await asyncio.sleep(0.01)
         assert not settling.done()  # 4 held > 2: back-pressure
@@ -109,7 +110,7 @@ def test_held_bytes_bound_the_backlog_as_records_do() -> None:
         batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))
         overflow = LowLaneOverflow(batcher, max_held=1000, max_held_bytes=250)
         for i in range(4):
-            await overflow.put(work(i, nbytes=100), "lo")  # 1 in the batcher, 3 held: 300 bytes
+            await overflow.put(work(i, nbytes=100))  # 1 in the batcher, 3 held: 300 bytes
         assert overflow.held_bytes == 300
         settling = asyncio.ensure_future(overflow.settle())
         await asyncio.sleep(0.01)
@@ -141,7 +142,7 @@ def test_held_low_lane_records_count_as_that_lane_s_lag() -> None:
 
 
 def test_a_task_costs_its_text_in_encoder_windows() -> None:
-    from rtaudit.workers.lane_overflow import TEXT_CHARS_PER_SLOT, task_cost
+    from rtaudit.workers.runtime.lane_overflow import TEXT_CHARS_PER_SLOT, task_cost
 
     assert task_cost(task(text="hello")) == 1.0
     assert task_cost(task(text="x" * 32_000)) == 32_000 / TEXT_CHARS_PER_SLOT > 64  # a batch of its own
@@ -158,7 +159,7 @@ def test_a_full_high_lane_never_holds_up_the_low_lane() -> None:
     used to wait for room in the high lane (and the intake stopped fetching): the low lane's
     share was never served. Now they reach the batcher at once; the high lane's records are held,
     in order, and its partitions paused while any is held."""
-    from rtaudit.workers.lane_overflow import HighLaneHold
+    from rtaudit.workers.runtime.lane_overflow import HighLaneHold
 
     async def run() -> None:
         batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=2, max_queued=2, lo_share=0.5))
@@ -168,7 +169,7 @@ def test_a_full_high_lane_never_holds_up_the_low_lane() -> None:
         his = [work(i, "audit.text.hi") for i in range(5)]
         for w in his:
             await asyncio.wait_for(hold.put(w), 0.5)  # never waits for room
-        await asyncio.wait_for(overflow.put(work(99), "lo"), 0.5)
+        await asyncio.wait_for(overflow.put(work(99)), 0.5)
         assert batcher.queued("lo") == 1 and batcher.queued("hi") == 2
         assert len(hold) == 3 and control.want_hi_paused and control.hi_held == 3
         taken: list[str] = []
@@ -184,7 +185,7 @@ def test_a_full_high_lane_never_holds_up_the_low_lane() -> None:
 
 
 def test_a_revoked_partition_s_held_high_lane_records_are_dropped() -> None:
-    from rtaudit.workers.lane_overflow import HighLaneHold
+    from rtaudit.workers.runtime.lane_overflow import HighLaneHold
 
     async def run() -> None:
         batcher: Batcher[Work] = Batcher(BatcherConfig(max_size=1, max_queued=1))

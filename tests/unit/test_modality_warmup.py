@@ -15,7 +15,7 @@ from rtaudit.engine.batcher import Batcher
 from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.engine.models import StageOutput
 from rtaudit.schemas.messages import ModelRef
-from rtaudit.workers.lane_intake import LaneControl
+from rtaudit.workers.runtime.lane_intake import LaneControl
 from rtaudit.workers.modality import modality_app
 from rtaudit.workers.serving import LazyStage, warmup_task
 
@@ -77,7 +77,7 @@ async def test_the_model_is_warm_when_the_app_first_starts(tmp_path, monkeypatch
     try:
         await app.on_first_start()
     finally:
-        app.rtaudit_control.stop()
+        app.modality.control.stop()
     assert stage.batches == 1
 
 

@@ -8,7 +8,7 @@ from confluent_kafka import TopicPartition
 from prometheus_client import REGISTRY
 
 from rtaudit.workers.offsets import OffsetGapGuard
-from rtaudit.workers.stream import consume_batch
+from rtaudit.workers.runtime.intake import consume_batch
 
 
 class Msg:

@@ -5,23 +5,21 @@ from __future__ import annotations
 
 import math
 
-import orjson
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.delay import HeldQueue
 from rtaudit.engine.fusion import Fusion
 from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
-from rtaudit.engine.routing import Router
 from rtaudit.schemas.messages import Manifest, Verdict
 from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
-from rtaudit.workers.router import RouterLoop
+from rtaudit.workers.router import RouterHandler
 from rtaudit.workers.settings import load_settings
 
 from .builders import audit_request
+from .roles import RoleUnderTest
 
 T0 = 1_700_000_000_000.0
 
@@ -149,17 +147,13 @@ def test_settings_file_quota_keys(monkeypatch, tmp_path):  # type: ignore[no-unt
 # -- the router's hook --------------------------------------------------------------------
 
 
-def router_loop(policy: TenantPolicy) -> RouterLoop:
+def router_loop(policy: TenantPolicy) -> RoleUnderTest:
     settings = load_settings()
-    r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
-    r.control = None  # no control topic: the policies given here stay
-    r.router = Router(policies=PolicyBook(tenants={"flood": policy}), media_policy=settings.media.policy())
-    r.next_offset, r.quotas, r.held, r.outputs = {}, TenantQuotas(), HeldQueue(), []
-    r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]
-    return r
+    book = PolicyBook(tenants={"flood": policy})  # no control topic: the policies given here stay
+    return RoleUnderTest(RouterHandler(lambda: book, settings.media.policy()), "router")
 
 
-def send(loop: RouterLoop, n: int, ts_ms: int, tenant: str = "flood") -> None:
+def send(loop: RoleUnderTest, n: int, ts_ms: int, tenant: str = "flood") -> None:
     msgs = []
     for i in range(n):
         rid = f"{tenant}-{ts_ms}-{i}"

@@ -4,39 +4,32 @@ moves only past records whose outputs were handed to the producer."""
 
 from __future__ import annotations
 
-import orjson
 import pytest
 
-from rtaudit.engine.delay import HeldQueue
-from rtaudit.engine.quota import TenantQuotas
 from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
-from tests.unit.builders import FakeMessage
-from rtaudit.workers.router import RouterLoop
+from rtaudit.workers.router import RouterHandler
+from rtaudit.workers.runtime.driver import record
 from rtaudit.workers.settings import load_settings
 
 from .builders import audit_request
+from .roles import RoleUnderTest
+
+
+def request_record(req, offset):  # type: ignore[no-untyped-def]
+    return record("audit.requests", req.model_dump_json().encode(), req.request_id.encode(), offset=offset)
 
 
 @pytest.fixture
 def loop(monkeypatch, tmp_path):  # type: ignore[no-untyped-def]
     monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path))
     settings = load_settings()
-    r = RouterLoop.__new__(RouterLoop)  # no client handles: produce is captured below
-    r.control = None  # no control topic: the policies given here stay
-    from rtaudit.engine.routing import Router
-
-    r.router = Router(policies=settings.policies, media_policy=settings.media.policy())
-    r.next_offset = {}
-    r.quotas = TenantQuotas()
-    r.held = HeldQueue()
-    r.outputs = []
-    r.produce = lambda topic, key, value, partition=None: r.outputs.append((topic, key, orjson.loads(value)))  # type: ignore[method-assign]
-    return r
+    book = settings.policies
+    return RoleUnderTest(RouterHandler(lambda: book, settings.media.policy()), "router")
 
 
 def test_a_valid_request_gives_tasks_and_a_manifest(loop) -> None:  # type: ignore[no-untyped-def]
     req = audit_request(request_id="ok-1")
-    loop.handle([FakeMessage(req.model_dump_json().encode(), b"ok-1", 7)])
+    loop.handle([request_record(req, 7)])
     topics = [t for t, _, _ in loop.outputs]
     assert topics == ["audit.text.lo", SCORES] or topics == ["audit.text.hi", SCORES]
     assert loop.next_offset == {0: 8}
@@ -46,12 +39,15 @@ def test_an_unexpected_error_is_routed_to_the_dlq_with_a_rejection_verdict(loop)
     class BrokenRouter:
         policies = loop.router.policies  # read by the quota check
 
-        def plan(self, request, now_ms):  # type: ignore[no-untyped-def]
+        def deadline_ms(self, request, now_ms):  # type: ignore[no-untyped-def]
+            return now_ms + 1000
+
+        def plan(self, request, now_ms, lane=None, deadline_ms=None):  # type: ignore[no-untyped-def]
             raise ZeroDivisionError("division by zero")
 
-    loop.router = BrokenRouter()
+    loop.handler.router = BrokenRouter()
     req = audit_request(request_id="bug-1")
-    loop.handle([FakeMessage(req.model_dump_json().encode(), b"bug-1", 3)])
+    loop.handle([request_record(req, 3)])
     by_topic = {t: v for t, _, v in loop.outputs}
     assert by_topic[DLQ]["error_code"] == "routing_failed"
     assert "ZeroDivisionError: division by zero" in by_topic[DLQ]["error"]
@@ -61,12 +57,19 @@ def test_an_unexpected_error_is_routed_to_the_dlq_with_a_rejection_verdict(loop)
     assert loop.next_offset == {0: 4}
 
 
-def test_the_position_does_not_move_past_a_record_that_raised(loop) -> None:  # type: ignore[no-untyped-def]
-    def exploding_produce(topic, key, value, partition=None):  # type: ignore[no-untyped-def]
-        raise BufferError("producer queue is gone")
+def test_the_position_does_not_move_past_a_record_whose_routing_was_interrupted(loop) -> None:  # type: ignore[no-untyped-def]
+    class InterruptedRouter:
+        policies = loop.router.policies
 
-    loop.produce = exploding_produce
-    req = audit_request(request_id="r-2")
-    with pytest.raises(BufferError):
-        loop.handle([FakeMessage(req.model_dump_json().encode(), b"r-2", 11)])
-    assert loop.next_offset == {}  # the record is consumed again after the crash
+        def deadline_ms(self, request, now_ms):  # type: ignore[no-untyped-def]
+            return now_ms + 1000
+
+        def plan(self, request, now_ms, lane=None, deadline_ms=None):  # type: ignore[no-untyped-def]
+            raise KeyboardInterrupt  # not an error of the record: the worker stops
+
+    loop.handle([request_record(audit_request(request_id="r-1"), 10)])
+    loop.handler.router = InterruptedRouter()
+    with pytest.raises(KeyboardInterrupt):
+        loop.handle([request_record(audit_request(request_id="r-2"), 11)])
+    assert loop.next_offset == {0: 11}  # r-2 is consumed again after the restart
+    assert loop.commit_offsets() == {0: 11}

@@ -101,7 +101,7 @@ def test_lane_follows_priority_else_tenant(tenant, priority, lane):
 )
 def test_deadline_precedence(tenant, fields, deadline):
     req = audit_request(tenant_id=tenant, **fields)
-    assert router().deadline_ms(req) == deadline
+    assert router().deadline_ms(req, NOW_MS) == deadline
     assert router().plan(req, NOW_MS).manifest.deadline_ms == deadline
 
 

@@ -30,7 +30,7 @@ from rtaudit.tools.bench.stats import Sample
 from rtaudit.workers.kafka import consumer_config, producer_config
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.offsets import OffsetGapGuard
-from rtaudit.workers.stream import consume_batch
+from rtaudit.workers.runtime.intake import consume_batch
 
 log = logging.getLogger(__name__)
 Measure = Literal["partial", "verdict"]

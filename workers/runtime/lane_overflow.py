@@ -7,7 +7,7 @@
   the low-lane records consumed with them still reach the batcher and the low lane keeps its
   share under saturation (the high lane's partitions are paused while any are held).
 
-Both run on the event loop; :class:`rtaudit.workers.lane_intake.LaneIntake` owns them.
+Both run on the event loop; :class:`rtaudit.workers.runtime.lane_intake.LaneIntake` owns them.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Message
-
 from rtaudit.engine.batcher import Batcher
 from rtaudit.engine.lane_queue import LaneName
+from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import ModalityTask
+from rtaudit.workers.runtime.records import TP, Record, raw_value, tp_of
 
 if TYPE_CHECKING:
-    from rtaudit.workers.lane_intake import LaneControl
+    from rtaudit.workers.runtime.lane_intake import LaneControl
 
 #: most records one ``consume`` call returns.
 INTAKE_BATCH = 1000
@@ -58,25 +58,40 @@ def task_cost(task: ModalityTask) -> float:
     return max(1.0, len(task.text or "") / TEXT_CHARS_PER_SLOT)
 
 
-#: a partition: ``(topic, partition)``.
-TP = tuple[str, int]
-
 
 @dataclass(eq=False, slots=True)
 class Work:
-    """A consumed record and its decoded task (``None`` for a record bound for the DLQ).
-    ``tp`` (its partition) and ``nbytes`` (its value's size, bytes) are read once, at construction."""
+    """A consumed record of a lane topic, decided once at intake: its ``lane`` (from its topic),
+    its decoded ``task`` (whose ``deadline_ms`` the router decided) or the ``error`` that sends
+    it to the DLQ (then ``task`` is ``None``). ``tp`` (its partition) and ``nbytes`` (its
+    value's size, bytes) are read once, at construction. Identity is the object's: a record
+    consumed again after a rebalance is a new :class:`Work`."""
 
-    message: Message
+    message: Record
+    lane: LaneName
     task: ModalityTask | None
+    error: AuditError | None = None
     tp: TP = field(init=False)
     nbytes: int = field(init=False)
 
     def __post_init__(self) -> None:
-        self.tp = (self.message.topic(), self.message.partition())
-        value = self.message.value()
-        self.nbytes = len(value) if value else 0
+        self.tp = tp_of(self.message)
+        self.nbytes = len(raw_value(self.message))
 
+    @property
+    def live_task(self) -> ModalityTask:
+        """The decoded task. Raises ``ValueError`` for a record bound for the DLQ (only decoded
+        records enter the batcher)."""
+        if self.task is None:
+            raise ValueError(f"{self.tp} offset {self.message.offset()} did not decode: {self.error}")
+        return self.task
+
+
+async def put_work(batcher: Batcher[Work], work: Work, lane: LaneName) -> None:
+    """Put a decoded record in the batcher on ``lane`` with its task's deadline, tenant and cost
+    (waits while the lane is full). Raises ``ValueError`` for a record that did not decode."""
+    task = work.live_task
+    await batcher.put(work, lane, task.deadline_ms, tenant=task.tenant_id, cost=task_cost(task))
 
 
 class LowLaneOverflow:
@@ -107,14 +122,14 @@ class LowLaneOverflow:
     def __len__(self) -> int:
         return len(self.held)
 
-    async def put(self, work: Work, lane: LaneName) -> None:
-        """Queue a decoded record on ``lane``: the batcher, or held (see the class docstring)."""
-        assert work.task is not None
+    async def put(self, work: Work) -> None:
+        """Queue a decoded record on its lane: the batcher, or held (see the class docstring)."""
+        lane = work.lane
         if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
             self.held.append(work)
             self.held_bytes += work.nbytes
             return
-        await self.batcher.put(work, lane, work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+        await put_work(self.batcher, work, lane)
 
     async def settle(self) -> None:
         """After a consumed batch: start moving held records, report the count to the lane
@@ -146,10 +161,9 @@ class LowLaneOverflow:
     async def _drain_held(self) -> None:
         while self.held:
             work = self.held[0]
-            assert work.task is not None
             self._putting = work
             try:
-                await self.batcher.put(work, "lo", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+                await put_work(self.batcher, work, "lo")
             finally:
                 self._putting = None
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
@@ -173,7 +187,7 @@ class HighLaneHold:
     the batcher and its share (``lo_share``) was never served (issue 34: 5 low-lane texts with a
     10 s SLO all expired behind 900 high-lane ones). Now the record is held here, in arrival
     order, and moved into the batcher as the lane makes room; while any is held the
-    :class:`rtaudit.workers.lane_intake.LaneControl` pauses the high lane's partitions
+    :class:`rtaudit.workers.runtime.lane_intake.LaneControl` pauses the high lane's partitions
     (``want_hi_paused``), so at most one consumed batch of high-lane records is held, and the
     low lane keeps being fetched. Held records count as the high lane's lag.
     """
@@ -193,7 +207,6 @@ class HighLaneHold:
     async def put(self, work: Work) -> None:
         """Queue a decoded high-lane record: into the batcher when its lane has room and nothing
         is held (no wait), else held (see the class docstring). Never waits for room."""
-        assert work.task is not None
         if self.held or self.batcher.queued("hi") >= self.batcher.config.queue_limit:
             self.held.append(work)
             self.held_bytes += work.nbytes
@@ -201,7 +214,7 @@ class HighLaneHold:
             if self._drain is None or self._drain.done():
                 self._drain = asyncio.ensure_future(self._drain_held())
             return
-        await self.batcher.put(work, "hi", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+        await put_work(self.batcher, work, "hi")
 
     def forget(self, partitions: set[TP]) -> list[Work]:
         """Partitions revoked: their held records are another member's now. Returns them (dropped)."""
@@ -218,10 +231,9 @@ class HighLaneHold:
     async def _drain_held(self) -> None:
         while self.held:
             work = self.held[0]
-            assert work.task is not None
             self._putting = work
             try:
-                await self.batcher.put(work, "hi", work.task.deadline_ms, tenant=work.task.tenant_id, cost=task_cost(work.task))
+                await put_work(self.batcher, work, "hi")
             finally:
                 self._putting = None
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile

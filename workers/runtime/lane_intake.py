@@ -10,31 +10,25 @@ import asyncio
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
+from confluent_kafka import KafkaException, Message, TopicPartition
 
 from rtaudit.engine.batcher import LANE_NAMES, Batcher
 from rtaudit.engine.lane_queue import LaneName
-from rtaudit.schemas.codec import decode
 from rtaudit.schemas.errors import AuditError
-from rtaudit.schemas.messages import ModalityTask
-from rtaudit.topics.catalog import DLQ
 from rtaudit.workers import metrics
-from rtaudit.workers.acks import InOrderAcks
-from rtaudit.workers.kafka import consumer_config, producer_config
+from rtaudit.workers.runtime.acks import InOrderAcks
 from rtaudit.workers.settings import Settings
-from rtaudit.workers.offsets import OffsetGapGuard
-from rtaudit.workers.lane_overflow import (
-    INTAKE_BATCH, LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, TP, HighLaneHold,
+from rtaudit.workers.runtime.lane_overflow import (
+    INTAKE_BATCH, LO_OVERFLOW_PAUSE, LO_OVERFLOW_PAUSE_BYTES, LO_OVERFLOW_RESUME, LO_OVERFLOW_RESUME_BYTES, HighLaneHold,
     LowLaneOverflow, Work,
 )
-from rtaudit.workers.producer import RecoveringProducer
-from rtaudit.workers.stream import BatchDelivery, DeliveryTracker, consume_batch, dead_letter_output
+from rtaudit.workers.runtime.emitter import BatchDelivery, Emitter, dead_letter_output
+from rtaudit.workers.runtime.intake import Intake
+from rtaudit.workers.runtime.records import TP
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -50,8 +44,6 @@ COMMIT_INTERVAL_S = 0.5
 BACKPRESSURE_PAUSE_S = 1.0
 #: longest wait of one ``consume`` call while the intake is blocked, s.
 BLOCKED_POLL_S = 0.1
-#: longest wait of one ``Producer.poll`` of the delivery thread, s.
-DELIVERY_POLL_S = 0.05
 
 
 
@@ -71,20 +63,27 @@ class LaneControl:
 
     def __init__(self, consumer: Any, role: str, lanes: dict[str, LaneName], batcher: Batcher[Any]) -> None:
         self.consumer, self.role, self.lanes, self.batcher = consumer, role, lanes, batcher
+        # -- owned by the intake thread (the consumer's) -----------------------------------
+        #: per partition, the offset after the last record received.
         self.next_offset: dict[TP, int] = {}
         self.paused: set[TP] = set()
         self.assigned: set[TP] = set()
-        #: set on the event loop by :meth:`apply_lag`, read by the consumer's thread.
+        #: the low lane paused at once by the intake when the held low-lane records reached the
+        #: pause mark, until the event loop's own decision (:attr:`want_lo_paused`) holds it.
+        self.lo_paused_by_intake = False
+        self._positions: dict[TP, tuple[int | None, float]] = {}
+        # -- owned by the event loop (written there only; the intake thread reads them) ------
+        #: set by :meth:`apply_lag`.
         self.want_lo_paused = False
-        #: set on the event loop while high-lane records wait beside the full high lane (:class:`HighLaneHold`).
+        #: set while high-lane records wait beside the full high lane (:class:`HighLaneHold`).
         self.want_hi_paused = False
-        #: high-lane records the :class:`HighLaneHold` holds (set on the loop): part of the high lane's lag.
+        #: high-lane records the :class:`HighLaneHold` holds: part of the high lane's lag.
         self.hi_held = 0
-        #: low-lane records (and their bytes) the intake holds because the batcher's low lane is full (set on the loop).
+        #: low-lane records (and their bytes) the intake holds because the batcher's low lane is full.
         self.lo_overflow = 0
         self.lo_overflow_bytes = 0
+        #: :meth:`overflow_pause`'s hysteresis.
         self._overflow_pause = False
-        self._positions: dict[TP, tuple[int | None, float]] = {}
 
     def seen(self, last_offsets: dict[TP, int]) -> None:
         """Records up to ``last_offsets[tp]`` (the last offset received per partition) arrived."""
@@ -148,8 +147,23 @@ class LaneControl:
         metrics.BATCHER_QUEUED.labels(self.role, "hi").set(stats.queued_hi)
         metrics.BATCHER_QUEUED.labels(self.role, "lo").set(stats.queued_lo)
 
+    def pause_lo_now(self) -> bool:
+        """Intake thread, after a consumed batch was taken: whether the low lane must be paused
+        now rather than at the next lag reading (every ``consume`` until then adds prefetched
+        low-lane records): the held low-lane records reached the pause mark and the event loop
+        has not decided the pause yet. Sets :attr:`lo_paused_by_intake`; clears it once the
+        event loop's decision holds the lane or the held records fell to the resume mark."""
+        at_mark = self.lo_overflow >= LO_OVERFLOW_PAUSE or self.lo_overflow_bytes >= LO_OVERFLOW_PAUSE_BYTES
+        if at_mark and not self.want_lo_paused and not self.lo_paused_by_intake:
+            self.lo_paused_by_intake = True
+            return True
+        if self.lo_paused_by_intake and (self.want_lo_paused or (
+                self.lo_overflow <= LO_OVERFLOW_RESUME and self.lo_overflow_bytes <= LO_OVERFLOW_RESUME_BYTES)):
+            self.lo_paused_by_intake = False
+        return False
+
     def overflow_pause(self) -> bool:
-        """Whether the low-lane records held beside the batcher ask for the low lane's pause:
+        """Event loop: whether the low-lane records held beside the batcher ask for the low lane's pause:
         from ``LO_OVERFLOW_PAUSE`` records or ``LO_OVERFLOW_PAUSE_BYTES`` held until both fall
         to ``LO_OVERFLOW_RESUME`` / ``LO_OVERFLOW_RESUME_BYTES`` (each pause purges the
         prefetch; pausing at the first held record made a null-model text worker fall from
@@ -164,7 +178,8 @@ class LaneControl:
         """Consumer side: pause or resume each lane's partitions to match :attr:`want_lo_paused`
         and :attr:`want_hi_paused` (every time: a rebalance resumes what it assigns)."""
         self.paused &= self.assigned  # revoked partitions are no longer ours to resume
-        wanted = {lane for lane, want in (("lo", self.want_lo_paused), ("hi", self.want_hi_paused)) if want}
+        lo = self.want_lo_paused or self.lo_paused_by_intake
+        wanted = {lane for lane, want in (("lo", lo), ("hi", self.want_hi_paused)) if want}
         want = {tp for tp in self.assigned if self.lanes[tp[0]] in wanted}
         try:
             if want - self.paused:
@@ -193,22 +208,26 @@ class LaneIntake:
     in batches; lag readings, lane pauses and offset commits happen there too, between
     ``consume`` calls), one producer, and in-order acks kept on the event loop.
 
-    ``accept`` (a coroutine function run on the event loop) receives each consumed batch
-    as ``(Work, decode error or None)`` pairs; the thread waits for it before fetching again.
+    ``decode`` (run in the intake thread) turns each consumed record into a :class:`Work` (its
+    lane, its task or its decode error); ``accept`` (a coroutine function run on the event loop)
+    receives each consumed batch; the thread waits for it before fetching again.
     """
 
     def __init__(
         self, settings: Settings, role: str, topics: list[str], lanes: dict[str, LaneName], batcher: Batcher[Any],
-        accept: Callable[[list[tuple[Work, AuditError | None]]], Any],
+        accept: Callable[[list[Work]], Any], decode: Callable[[Message], Work],
     ) -> None:
         self.role = role
         self.topics = topics
-        self.accept = accept
-        self.consumer = Consumer(consumer_config(settings, intake_group(role)))
-        self.gaps = OffsetGapGuard(self.consumer, role)
-        self.producer = RecoveringProducer(producer_config(settings), name=role)
+        self.accept, self.decode = accept, decode
+        #: the consumer and its gap guard (intake thread).
+        self.intake = Intake(settings, intake_group(role), topics, role)
+        self.consumer = self.intake.consumer
+        #: the producer (produced to on the event loop; callbacks served by the delivery thread).
+        self.emitter = Emitter(settings, role)
+        #: lag and lane pauses (fields owned per thread: see :class:`LaneControl`).
         self.control = LaneControl(self.consumer, role, lanes, batcher)
-        self.deliveries = DeliveryTracker()
+        #: in-order acks per assignment generation (event loop only; rebalance callbacks reach it there).
         self.acks: InOrderAcks[Work] = InOrderAcks(lambda w: w.tp)
         #: low-lane records held while the batcher's low lane is full (event loop side).
         self.overflow = LowLaneOverflow(batcher, self.control)
@@ -217,38 +236,22 @@ class LaneIntake:
         #: per partition, the offset after the acked prefix not yet committed (loop writes, thread commits).
         self._to_commit: dict[TP, int] = {}
         self._commit_lock = threading.Lock()
+        #: set by :meth:`stop` (any thread); read by the intake and delivery threads.
         self._stop = threading.Event()
+        #: the event loop, set once by :meth:`run` before the group join (read by the intake thread).
         self._loop: asyncio.AbstractEventLoop | None = None
         #: records fetched while :meth:`_wait` polled (intake thread): the next batch.
         self._carry: list[Message] = []
 
     # -- event loop side -------------------------------------------------------------
-    def produce(self, topic: str, key: bytes | None, value: bytes, batch: BatchDelivery | None = None) -> None:
-        """Hand one output to the producer (no waiting); a full local queue is drained first.
-        With ``batch``, the output counts toward that batch's acknowledgement."""
-        if batch is not None:
-            batch.add()
-        while True:
-            try:
-                self.producer.produce(topic, value, key, on_delivery=batch or self.deliveries)
-                return
-            except BufferError:
-                self.producer.poll(0.05)
-
     def dead_letter(self, work: Work, error: AuditError, batch: BatchDelivery | None = None) -> None:
         """Hand ``work``'s DLQ record (original bytes, position, reason) to the producer."""
-        self.produce(DLQ, *dead_letter_output(self.role, work.message, error), batch=batch)
-
-    def _serve_deliveries(self) -> None:
-        """The delivery thread: serve the producer's delivery callbacks until :meth:`stop`."""
-        while not self._stop.is_set():
-            self.producer.poll(DELIVERY_POLL_S)
+        self.emitter.send(dead_letter_output(self.role, work.message, error), batch)
 
     async def delivered(self, executor: ThreadPoolExecutor) -> None:
         """Wait until the broker acknowledged every output handed over so far. Raises
-        :class:`rtaudit.workers.stream.DeliveryFailed` when one failed (the caller crashes the worker)."""
-        await asyncio.get_running_loop().run_in_executor(executor, self.producer.flush, 30.0)
-        self.deliveries.raise_if_failed()
+        :class:`rtaudit.workers.runtime.emitter.DeliveryFailed` when one failed (the caller crashes the worker)."""
+        await self.emitter.delivered(executor)
 
     def finish(self, works: list[Work]) -> None:
         """``works``' outputs are on the broker: ack them (and what they unblock)."""
@@ -264,23 +267,22 @@ class LaneIntake:
         """Commit the acked prefix of every partition (asynchronously)."""
         with self._commit_lock:
             offsets, self._to_commit = self._to_commit, {}
-        if offsets:
-            try:
-                self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=True)
-            except KafkaException as exc:
-                log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.role, exc)
+        self.intake.commit(offsets)
 
     def _on_loop(self, what: str, fn: Callable[[], Any]) -> Any:
         """Run ``fn`` on the event loop (where the acks live) and wait for it: a rebalance
         callback must finish its bookkeeping before ``consume`` returns records of the new
-        assignment. Returns ``fn``'s result, ``None`` when the loop is gone (shutting down)."""
-        assert self._loop is not None
+        assignment. Returns ``fn``'s result, ``None`` when the loop is gone (shutting down).
+        Raises ``RuntimeError`` before :meth:`run` gave the loop."""
+        loop = self._loop
+        if loop is None:
+            raise RuntimeError(f"{self.role}: a rebalance callback ran before the intake started")
 
         async def call() -> Any:
             return fn()
 
         try:
-            return asyncio.run_coroutine_threadsafe(call(), self._loop).result(10)
+            return asyncio.run_coroutine_threadsafe(call(), loop).result(10)
         except (TimeoutError, RuntimeError) as exc:
             log.warning("%s could not %s: %s", self.role, what, exc)
             return None
@@ -304,44 +306,34 @@ class LaneIntake:
         with self._commit_lock:
             return {tp: self._to_commit.pop(tp) for tp in tps if tp in self._to_commit}
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        tps = [(p.topic, p.partition) for p in partitions]
-        log.info("%s assigned %s", self.role, tps)
-        self.gaps.forget(partitions)
+    def _on_assign(self, tps: list[TP]) -> None:
         self._on_loop("start the ack generations of %s" % tps, lambda: self._assign_acks(tps))
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, tps: list[TP]) -> None:
         """Revoked: commit the acked prefix of the partitions (synchronously) and retire their
         ack generations; records of them still in the batcher finish without being acked."""
-        self._release(partitions, commit=True)
+        self._release(tps, commit=True)
 
-    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_lost(self, tps: list[TP]) -> None:
         """Lost (session timeout, eviction): as revoked, without a commit (another member owns them)."""
-        self._release(partitions, commit=False)
+        self._release(tps, commit=False)
 
-    def _release(self, partitions: list[TopicPartition], commit: bool) -> None:
-        tps = [(tp.topic, tp.partition) for tp in partitions]
-        log.info("%s %s %s", self.role, "revoked" if commit else "lost", tps)
+    def _release(self, tps: list[TP], commit: bool) -> None:
         gone = set(tps)
         self._carry = [m for m in self._carry if (m.topic(), m.partition()) not in gone]
-        self.gaps.forget(partitions)
         self.control.forget(tps)
         offsets = self._on_loop("retire the ack generations of %s" % tps, lambda: self._revoke_acks(tps)) or {}
-        if commit and offsets:
-            try:
-                self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=False)
-            except KafkaException as exc:
-                log.warning("%s commit on revoke failed (replayed records are deduplicated downstream): %s", self.role, exc)
+        if commit:
+            self.intake.commit(offsets, sync=True)
 
     def run(self, loop: asyncio.AbstractEventLoop) -> None:
         """The intake thread: consume batches and hand them to ``accept`` on ``loop``; every
         50 ms read the lag (applied to the batcher on the loop) and sync the low lane's pause;
         every 0.5 s commit the acked prefix; until :meth:`stop`."""
         self._loop = loop
-        threading.Thread(target=self._serve_deliveries, name=f"{self.role}-deliveries", daemon=True).start()
-        self.consumer.subscribe(
-            self.topics, on_assign=self._on_assign, on_revoke=self._on_revoke, on_lost=self._on_lost,
-        )
+        threading.Thread(target=self.emitter.serve_deliveries, args=(self._stop,), name=f"{self.role}-deliveries",
+                         daemon=True).start()
+        self.intake.subscribe(self._on_assign, self._on_revoke, self._on_lost)
         next_control = next_commit = time.monotonic()
         try:
             while not self._stop.is_set():
@@ -350,26 +342,15 @@ class LaneIntake:
                 if self._carry:  # fetched while the intake was blocked (see _wait)
                     messages, self._carry = self._carry, []
                 else:
-                    messages = consume_batch(self.consumer, INTAKE_BATCH, INTAKE_POLL_S, self.gaps)
+                    messages = self.intake.fetch(INTAKE_BATCH, INTAKE_POLL_S)
                 for m in messages:
-                    err = m.error()
-                    if err is not None:
-                        if err.code() != KafkaError._PARTITION_EOF:
-                            log.warning("%s consume error: %s", self.role, err)
-                        continue
                     last_offsets[(m.topic(), m.partition())] = m.offset()  # in offset order per partition
-                    try:
-                        task: ModalityTask | None = decode(m.value() or b"", ModalityTask)
-                        error = None
-                    except AuditError as exc:
-                        task, error = None, exc
-                    works.append((Work(m, task), error))
+                    works.append(self.decode(m))
                 self.control.seen(last_offsets)
                 if works:
-                    self._wait(asyncio.run_coroutine_threadsafe(self.accept(works), loop))
-                    if not self.control.want_lo_paused and self.control.overflow_pause():
-                        self.control.want_lo_paused = True  # pause the low lane now, not at the next tick:
-                        self.control.sync_pause()  # every consume until then adds prefetched low-lane records
+                    self._wait(asyncio.run_coroutine_threadsafe(self.accept(works), loop), loop)
+                    if self.control.pause_lo_now():
+                        self.control.sync_pause()
                     elif self.control.want_hi_paused:
                         self.control.sync_pause()  # the high lane is full: fetch the low lane only
                 now = time.monotonic()
@@ -382,9 +363,9 @@ class LaneIntake:
                     next_commit = now + COMMIT_INTERVAL_S
             self._commit()
         finally:
-            self.consumer.close()
+            self.intake.close()
 
-    def _wait(self, fut: Any) -> None:
+    def _wait(self, fut: Any, loop: asyncio.AbstractEventLoop) -> None:
         """Wait for ``accept`` (it blocks while the batcher's lane is full), but not past :meth:`stop`,
         and never without polling: a consumer that does not poll for ``max.poll.interval.ms`` is
         thrown out of its group (librdkafka ``MAXPOLL``), however long inference takes.
@@ -416,44 +397,31 @@ class LaneIntake:
                 if self._stop.is_set():
                     fut.cancel()
                     return
-                for m in consume_batch(self.consumer, INTAKE_BATCH, BLOCKED_POLL_S, self.gaps):
+                for m in self.intake.fetch(INTAKE_BATCH, BLOCKED_POLL_S):
                     self._carry.append(m)
                     tp = (m.topic(), m.partition())
-                    if m.error() is None and tp not in held:  # assigned while blocked
-                        self._pause([tp])
+                    if tp not in held:  # assigned while blocked
+                        self.intake.pause([tp])
                         held.add(tp)
                 now = time.monotonic()
                 if now >= next_commit:
                     self._commit()
                     next_commit = now + COMMIT_INTERVAL_S
                 if now >= next_control:
-                    assert self._loop is not None
-                    self._loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
+                    loop.call_soon_threadsafe(self.control.apply_lag, self.control.read_lag())
                     next_control = now + CONTROL_INTERVAL_S
         finally:
             self._resume(held)
 
     def _pause_all(self) -> set[TP]:
         """Pause every assigned partition not already paused by the lane control; returns them."""
-        tps = {(tp.topic, tp.partition) for tp in self.consumer.assignment()} - self.control.paused
-        self._pause(list(tps))
+        tps = self.intake.assignment() - self.control.paused
+        self.intake.pause(tps)
         return tps
-
-    def _pause(self, tps: list[TP]) -> None:
-        try:
-            self.consumer.pause([TopicPartition(*tp) for tp in tps])
-        except KafkaException as exc:  # revoked meanwhile
-            log.debug("%s pause of %s skipped: %s", self.role, tps, exc)
 
     def _resume(self, held: set[TP]) -> None:
         """Resume the partitions :meth:`_wait` paused that are still ours and not held by the lane control."""
-        assigned = {(tp.topic, tp.partition) for tp in self.consumer.assignment()}
-        tps = (held & assigned) - self.control.paused
-        if tps:
-            try:
-                self.consumer.resume([TopicPartition(*tp) for tp in tps])
-            except KafkaException as exc:
-                log.warning("%s resume of %s failed: %s", self.role, sorted(tps), exc)
+        self.intake.resume((held & self.intake.assignment()) - self.control.paused)
 
     def stop(self) -> None:
         self._stop.set()
