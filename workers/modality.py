@@ -63,6 +63,7 @@ from rtaudit.topics.catalog import SCORES, lane_topic
 from rtaudit.workers import metrics
 from rtaudit.workers.app import make_app
 from rtaudit.workers.control import ControlConflict, ControlPlane, publish
+from rtaudit.workers.drift_monitor import DriftMonitor, text_encoder
 from rtaudit.workers.lane_intake import LaneIntake, Work
 from rtaudit.workers.serving import LazyStage, ServingSet, bundle_loader
 from rtaudit.workers.settings import Settings
@@ -134,7 +135,8 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     stage = LazyStage(factory, settings)
     def status() -> dict[str, Any]:
         health, detail = worker_health(serving.settled(), state.get("inferring"), time.monotonic())
-        fields: dict[str, Any] = {"serving": [serving.status()], "health": health, "lag": batcher.stats().lag}
+        fields: dict[str, Any] = {"serving": [serving.status()], "health": health, "lag": batcher.stats().lag,
+                                  "drift": drift.readings()}
         if detail is not None:
             fields["detail"] = detail
         return fields
@@ -155,6 +157,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     io_executor = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{role}-io")
     batcher: Batcher[Work] = Batcher(settings.batcher_config(role))
     known_tenants = set(settings.tenants)
+    drift = DriftMonitor(settings.drift, role, known_tenants)
     first_start = app.on_first_start
     state: dict[str, Any] = {}  # the intake (once started); the batch in inference (its start and size)
 
@@ -167,6 +170,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(executor, stage.warm, modality)
         serving.start()
+        drift.start(text_encoder(stage.get()))
         control.start()  # the versions in force are loaded before the group join too
         if not await loop.run_in_executor(None, control.wait_caught_up, CONTROL_CATCH_UP_S):
             log.warning("%s: audit.control not read to its end within %.0f s", role, CONTROL_CATCH_UP_S)
@@ -208,6 +212,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         started = time.perf_counter()
         result = serving.score(tasks)
         values = [encode(p) for p in result.partials]
+        drift.observe(tasks, result.partials)
         if time.perf_counter() - started > TRIM_AFTER_S:
             release_freed_memory()
         return result, values
