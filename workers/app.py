@@ -18,7 +18,7 @@ import faust
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
 from rtaudit.topics.catalog import MAX_MESSAGE_BYTES
-from rtaudit.workers import faust_local, metrics
+from rtaudit.workers import faust_local, metrics, tracing
 from rtaudit.workers.security import faust_credentials
 from rtaudit.workers.settings import Settings, load_settings
 
@@ -65,6 +65,7 @@ def make_app(role: str, settings: Settings | None = None, app_id: str | None = N
     settings it was built from. A role that consumes with its own confluent-kafka group
     (:mod:`rtaudit.workers.stream`) gives Faust another id: Faust always joins its app's group."""
     settings = settings or load_settings()
+    tracing.configure(settings.tracing, f"rtaudit-{role}")
     faust_local.register()
     (settings.state_dir / role).mkdir(parents=True, exist_ok=True)
     app = faust.App(app_id or f"rtaudit-{role}", **faust_options(settings, role))

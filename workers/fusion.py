@@ -41,7 +41,7 @@ from rtaudit.engine.fusion_table import Decision, PendingTable
 from rtaudit.schemas.codec import decode_scores_record, encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.topics.catalog import SCORES, VERDICTS
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.app import make_app
 from rtaudit.workers.kafka import consumer_config
 from rtaudit.workers.settings import Settings
@@ -167,6 +167,7 @@ class FusionLoop(BatchLoop):
                 self.dead_letter(ROLE, m, exc)
                 table.skip(m.offset())
                 continue
+            tracing.fusion_arrived(m, record)
             decision = table.apply(record, m.offset(), now)
             if decision is not None:
                 self._emit(decision, m.partition())
@@ -203,8 +204,9 @@ class FusionLoop(BatchLoop):
         return out
 
     def _emit(self, decision: Decision, partition: int) -> None:
-        verdict = decision.verdict
+        verdict = tracing.fusion_emit(decision.verdict)
         self.produce(VERDICTS, verdict.request_id.encode(), encode(verdict), partition)
+        tracing.end()
         metrics.VERDICTS.labels(verdict.decision, str(verdict.complete).lower()).inc()
         metrics.END_TO_END_SECONDS.observe(max(0, verdict.latency_ms) / 1000.0)
         if verdict.decided_at_ms > verdict.deadline_ms:

@@ -222,14 +222,15 @@ class LaneIntake:
         self._carry: list[Message] = []
 
     # -- event loop side -------------------------------------------------------------
-    def produce(self, topic: str, key: bytes | None, value: bytes, batch: BatchDelivery | None = None) -> None:
+    def produce(self, topic: str, key: bytes | None, value: bytes, batch: BatchDelivery | None = None,
+                headers: list[tuple[str, bytes]] | None = None) -> None:
         """Hand one output to the producer (no waiting); a full local queue is drained first.
-        With ``batch``, the output counts toward that batch's acknowledgement."""
+        With ``batch``, the output counts toward that batch's acknowledgement; ``headers``: its trace context."""
         if batch is not None:
             batch.add()
         while True:
             try:
-                self.producer.produce(topic, value, key, on_delivery=batch or self.deliveries)
+                self.producer.produce(topic, value, key, on_delivery=batch or self.deliveries, headers=headers)
                 return
             except BufferError:
                 self.producer.poll(0.05)

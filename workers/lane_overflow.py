@@ -70,6 +70,8 @@ class Work:
     task: ModalityTask | None
     tp: TP = field(init=False)
     nbytes: int = field(init=False)
+    #: the Kafka headers of its output (trace context), set by :func:`rtaudit.workers.tracing.batch_spans`.
+    trace_headers: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.tp = (self.message.topic(), self.message.partition())

@@ -172,3 +172,7 @@ DRIFT_DROPPED = Counter(
     "rtaudit_drift_dropped_items_total",
     "Sampled items the drift monitor dropped because its embedding queue was full, per stage.", ["stage"],
 )
+TRACE_SPANS_DROPPED = Counter(
+    "rtaudit_trace_spans_dropped_total",
+    "Spans dropped because the process's span queue ([tracing] max_queue_size) was full (workers/tracing.py).",
+)

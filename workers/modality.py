@@ -60,7 +60,7 @@ from rtaudit.engine.stage import BatchResult
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.topics.catalog import SCORES, lane_topic
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.app import make_app
 from rtaudit.workers.control import ControlConflict, ControlPlane, publish
 from rtaudit.workers.drift_monitor import DriftMonitor, text_encoder
@@ -235,6 +235,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             model_name = result.partials[0].model.name if result.partials else role
             metrics.INFERENCE_SECONDS.labels(role, model_name).observe(result.inference_s)
         metrics.BATCH_CLOSES.labels(role, batch.reason).inc()
+        tracing.batch_spans(role, batch)
         return works, result, values
 
     async def emit(batch: Batch[Work], works: list[Work], result: BatchResult, values: list[bytes]) -> None:
@@ -250,7 +251,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
         for i, (work, partial, value) in enumerate(zip(works, result.partials, values)):
             for sub in subtasks.get(i, ()):  # a split item's tasks, on their lanes, before its partial
                 intake.produce(lane_topic(sub.modality, sub.lane), sub.request_id.encode(), encode(sub), delivery)
-            intake.produce(SCORES, partial.request_id.encode(), value, delivery)
+            intake.produce(SCORES, partial.request_id.encode(), value, delivery, tracing.headers_of(work))
             statuses[partial.status] += 1
             if partial.status == "expired":
                 if lane_of is None:

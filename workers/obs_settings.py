@@ -36,9 +36,10 @@ class TracingSettings(BaseModel):
     Attributes:
         exporter: ``none`` (default: no SDK object is created and nothing is read from the
             headers), ``console`` (spans as JSON on stdout), ``otlp`` (OTLP/HTTP protobuf to
-            ``endpoint``) or ``file`` (one OTLP-JSON line per span, to ``file_path``; for tests and benches).
+            ``endpoint``) or ``file`` (one JSON line per span, the SDK's ``ReadableSpan.to_json``, in
+            ``<file_dir>/<service>-<pid>.jsonl``: one file per process; for tests and benches).
         endpoint: OTLP/HTTP traces URL, e.g. ``http://otel-collector:4318/v1/traces``.
-        file_path: where the ``file`` exporter appends.
+        file_dir: the folder the ``file`` exporter writes into.
         sampling_ratio: share of new traces sampled at the client, ``[0, 1]``; later hops follow
             the parent's decision (W3C ``sampled`` flag), so a trace is whole or absent.
         max_queue_size: spans the batch processor holds before it drops (per process).
@@ -48,7 +49,7 @@ class TracingSettings(BaseModel):
     model_config = ConfigDict(extra="forbid")
     exporter: Literal["none", "console", "otlp", "file"] = "none"
     endpoint: str = "http://localhost:4318/v1/traces"
-    file_path: str = ".rtaudit/traces.jsonl"
+    file_dir: str = ".rtaudit/traces"
     sampling_ratio: float = Field(default=1.0, ge=0.0, le=1.0)
     max_queue_size: int = Field(default=65_536, ge=512, le=10_000_000)
     max_export_batch_size: int = Field(default=2048, ge=1, le=100_000)

@@ -44,7 +44,7 @@ from rtaudit.schemas.codec import decode, encode, readable_fields
 from rtaudit.schemas.errors import AuditError, RoutingFailed, Throttled, describe
 from rtaudit.schemas.messages import AuditRequest, Lane, Manifest
 from rtaudit.topics.catalog import REQUESTS, SCORES, VERDICTS, lane_topic
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.app import make_app
 from rtaudit.workers.settings import Settings
 from rtaudit.workers.stream import BatchLoop, run_in_faust
@@ -137,7 +137,9 @@ class RouterLoop(BatchLoop):
         now = now_ms() if now is None else now
         self.refresh_policies()
         for m in records:
+            tracing.begin("route", m)
             self.route(m, now)
+            tracing.end()
             self.next_offset[m.partition()] = m.offset() + 1  # only once its outputs are with the producer (or it is held)
         metrics.MESSAGES_CONSUMED.labels(ROLE, REQUESTS).inc(len(records))
         metrics.QUOTA_HELD.set(len(self.held))
@@ -152,7 +154,9 @@ class RouterLoop(BatchLoop):
             self.refresh_policies()
         for held in due:
             request, m = held.item
+            tracing.begin("route", m)
             self.route(m, now, request)
+            tracing.end()
             self.released(metrics.tenant_label(held.tenant_id, self.router.policies.tenants), now - held.held_at_ms)
         metrics.QUOTA_HELD.set(len(self.held))
 

@@ -29,7 +29,7 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.topics.catalog import DLQ
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.engine.policy import PolicyBook
 from rtaudit.workers.app import dead_letter_record
 from rtaudit.workers.control import ControlPlane
@@ -220,8 +220,9 @@ class BatchLoop:
 
     # -- runtime -------------------------------------------------------------------
     def produce(self, topic: str, key: bytes | None, value: bytes, partition: int | None = None) -> None:
-        """Hand one output to the producer (no waiting); a full local queue is drained first."""
-        kwargs: dict[str, Any] = {"on_delivery": self.deliveries}
+        """Hand one output to the producer (no waiting); a full local queue is drained first. It carries
+        the trace context of the current hop (:func:`rtaudit.workers.tracing.current_headers`)."""
+        kwargs: dict[str, Any] = {"on_delivery": self.deliveries, "headers": tracing.current_headers()}
         if partition is not None:
             kwargs["partition"] = partition
         while True:
