@@ -204,10 +204,11 @@ def _cluster(config: Path | None) -> Settings:
 
 @schemas_app.command("export")
 def schemas_export() -> None:
-    """Rewrite ``schemas/json/*.schema.json`` from the models."""
+    """Rewrite ``schemas/json/*.schema.json`` and the AsyncAPI document ``schemas/asyncapi.json`` from the models."""
+    from rtaudit.schemas import asyncapi
     from rtaudit.schemas.export import export
 
-    for p in export():
+    for p in [*export(), asyncapi.export()]:
         console.print(str(p))
 
 
