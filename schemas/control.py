@@ -250,6 +250,7 @@ class Heartbeat(_Strict):
         rejected: control messages this worker rejected so far.
         detail: a readable note (the last rejection, a failed load).
         drift: per stage and tenant, the drift it measures (model workers; empty elsewhere).
+        metrics: ``host:port`` of its Prometheus ``/metrics`` (``None``: not served); ``rtaudit top`` reads it.
     """
 
     worker_id: str = Field(max_length=160)
@@ -263,3 +264,4 @@ class Heartbeat(_Strict):
     rejected: int = Field(default=0, ge=0)
     detail: str | None = Field(default=None, max_length=2000)
     drift: list[DriftStatus] = Field(default_factory=list)
+    metrics: str | None = Field(default=None, max_length=300)

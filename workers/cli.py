@@ -39,6 +39,8 @@ from rtaudit.workers.cli_dlq import dlq  # noqa: E402  (rtaudit dlq)
 app.command()(dlq)
 from rtaudit.workers.cli_explain import explain  # noqa: E402  (rtaudit explain REQUEST_ID)
 app.command()(explain)
+from rtaudit.workers.cli_top import top  # noqa: E402  (rtaudit top)
+app.command()(top)
 from rtaudit.workers.cli_common import ConfigOpt, console  # noqa: E402
 
 

@@ -26,6 +26,7 @@ NO_BROKER: dict[str, tuple[list[str], int, str]] = {
     "submit": (["{tmp}/hello.txt"], 1, "no broker at"),
     "explain": (["req-1"], 2, "no broker at"),
     "control status": ([], 2, "no broker at"),
+    "top": ([], 2, "no broker at"),
     "control history": ([], 2, "no broker at"),
     "control rollout start": (["text", "--candidate", "v2"], 2, "no text bundle v2 in the store"),
     "control rollout promote": (["text"], 2, "no broker at"),
