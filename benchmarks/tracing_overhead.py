@@ -96,8 +96,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def run_once(label: str, tracing_settings: TracingSettings, n: int, root: Path) -> float:
-    """Requests per second of one fresh null-model fleet with ``tracing_settings``."""
+def cpu_s(pid: int) -> float:
+    """User + system CPU seconds of process ``pid`` (/proc/<pid>/stat, fields 14 and 15)."""
+    import os
+
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def fleet_cpu(fleet: Fleet) -> dict[str, float]:
+    """CPU seconds so far of each worker process and the broker."""
+    out = {slot.role: cpu_s(slot.proc.pid) for slot in fleet.slots}
+    if fleet.broker is not None and fleet.broker.process is not None:
+        out["broker"] = cpu_s(fleet.broker.process.pid)
+    return out
+
+
+def run_once(label: str, tracing_settings: TracingSettings, n: int, root: Path) -> tuple[float, dict[str, float]]:
+    """Requests per second of one fresh null-model fleet with ``tracing_settings``, and the CPU ms per
+    request of each process (the load and the 2 s after it, while the spans are exported; ``bench``:
+    this process, i.e. the client, the verdict reader and the collector)."""
     env = {"RTAUDIT_TEXT_MODEL": "null", "RTAUDIT_STATE_DIR": str(root / "state"),
            "RTAUDIT_TRACING__EXPORTER": tracing_settings.exporter,
            "RTAUDIT_TRACING__ENDPOINT": tracing_settings.endpoint,
@@ -117,6 +135,7 @@ def run_once(label: str, tracing_settings: TracingSettings, n: int, root: Path) 
             created = now_ms()
             requests = [AuditRequest(request_id=f"b-{label}-{i}", tenant_id="bench", created_at_ms=created,
                                      text=f"bench post {i}: see you at the match", slo_ms=300_000) for i in range(n)]
+            cpu0, own0 = fleet_cpu(fleet), time.process_time()
             started = time.perf_counter()
             for r in requests:
                 client.submit(r)
@@ -125,7 +144,10 @@ def run_once(label: str, tracing_settings: TracingSettings, n: int, root: Path) 
             elapsed = time.perf_counter() - started
         assert len(got) == n
         time.sleep(2.0)  # the workers' export threads run every 0.5 s
-        return n / elapsed
+        cpu1, own1 = fleet_cpu(fleet), time.process_time()
+        cpu = {k: (cpu1[k] - cpu0[k]) * 1000 / n for k in cpu1}
+        cpu["bench"] = (own1 - own0) * 1000 / n
+        return n / elapsed, cpu
     finally:
         fleet.stop()
         tracing.shutdown()
@@ -180,13 +202,15 @@ def main(argv: list[str] | None = None) -> int:
     settings = [("off", TracingSettings())] + [
         (f"otlp {r:g}", TracingSettings(exporter="otlp", endpoint=collector.endpoint, sampling_ratio=r)) for r in ratios]
     rates: dict[str, list[float]] = defaultdict(list)
+    cpus: dict[str, list[dict[str, float]]] = defaultdict(list)
     whole: dict[str, list[str]] = defaultdict(list)
     for rnd in range(args.rounds):
         for label, ts in settings:
             collector.reset()
             with tempfile.TemporaryDirectory() as d:
-                rate = run_once(label.replace(" ", "-"), ts, args.requests, Path(d))
+                rate, cpu = run_once(label.replace(" ", "-"), ts, args.requests, Path(d))
             rates[label].append(rate)
+            cpus[label].append(cpu)
             if ts.exporter != "none":
                 whole[label].append(f"{collector.whole_traces()}/{len(collector.names)} ({collector.spans} spans)")
             print(f"round {rnd + 1} {label:<10} {rate:8.0f} requests/s", file=sys.stderr, flush=True)
@@ -197,6 +221,16 @@ def main(argv: list[str] | None = None) -> int:
         med = statistics.median(rates[label])
         runs = ", ".join(f"{r:.0f}" for r in rates[label])
         print(f"{label:<12} {med:>15.0f} {runs:>24} {med / base:>7.2f}x  {'; '.join(whole.get(label, [])) or '-'}")
+    roles = sorted(cpus["off"][0])
+    fleet_roles = [r for r in roles if r != "bench"]
+    print("\nCPU ms per request (median over rounds); fleet = router + text + fusion + broker; on a CPU-bound "
+          "machine throughput ~ 1 / fleet CPU")
+    print(f"{'tracing':<12} " + " ".join(f"{r:>8}" for r in roles) + f" {'fleet':>8} {'vs off':>8}")
+    base_cpu = statistics.median(sum(c[r] for r in fleet_roles) for c in cpus["off"])
+    for label, _ in settings:
+        per = {r: statistics.median(c[r] for c in cpus[label]) for r in roles}
+        fleet_ms = statistics.median(sum(c[r] for r in fleet_roles) for c in cpus[label])
+        print(f"{label:<12} " + " ".join(f"{per[r]:>8.3f}" for r in roles) + f" {fleet_ms:>8.3f} {base_cpu / fleet_ms:>7.2f}x")
     print("\ncost of one span on this machine")
     print(f"{'where':<58} {'µs/span':>8}")
     for what, us in span_costs():
