@@ -140,6 +140,7 @@ def shutdown() -> None:
     """Export what is recorded and stop (tests; a process's exit does it by itself)."""
     global _STATE
     if _STATE is not None:
+        atexit.unregister(_STATE.shutdown)
         _STATE.shutdown()
         _STATE = None
 
@@ -197,7 +198,8 @@ def _id() -> int:
 
 def submit_headers(request_id: str, parent: bytes | str | None = None) -> list[tuple[str, bytes]] | None:
     """Headers for a request being published: a new trace (or the caller's ``parent`` ``traceparent``),
-    sampled by the ratio, and its ``submit`` span. ``None`` when tracing is off."""
+    sampled by the ratio, and its ``submit`` span. ``None`` when tracing is off, or when a new trace is
+    sampled out (then nothing downstream reads a header or records a span)."""
     st = _STATE
     if st is None:
         return None
@@ -208,11 +210,15 @@ def submit_headers(request_id: str, parent: bytes | str | None = None) -> list[t
     else:
         trace_id, parent_id = random.getrandbits(128) or 1, 0
         sampled = (trace_id & 0xFFFFFFFFFFFFFFFF) < st.bound  # the SDK's TraceIdRatioBased rule
+    if not sampled:
+        # no header at all: no hop parses one, produces one or records anything (a sampled-out request
+        # costs nothing past this point; its verdict names no trace). A caller's unsampled parent is
+        # passed on as it came.
+        return [(HEADER, traceparent(trace_id, parent_id, False))] if ctx is not None else None
     span_id = _id()
-    if sampled:
-        st.record(("submit", KIND_PRODUCER, trace_id, span_id, parent_id, now, time.time_ns(),
-                   {"rtaudit.request_id": request_id}, None))
-    return [(HEADER, traceparent(trace_id, span_id, sampled))]
+    st.record(("submit", KIND_PRODUCER, trace_id, span_id, parent_id, now, time.time_ns(),
+               {"rtaudit.request_id": request_id}, None))
+    return [(HEADER, traceparent(trace_id, span_id, True))]
 
 
 # ---------------------------------------------------------------------------------------- router / fusion hop

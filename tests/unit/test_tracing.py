@@ -134,8 +134,10 @@ def test_the_sampling_decision_is_made_once_and_followed(tmp_path: Path) -> None
     tracing.shutdown()
     tracing.configure(TracingSettings(exporter="file", file_dir=str(tmp_path), sampling_ratio=0.0), "rtaudit-test")
     try:
-        h = tracing.submit_headers("r1")
-        assert h is not None and h[0][1].endswith(b"-00")
+        assert tracing.submit_headers("r1") is None  # sampled out: no header, nothing downstream
+        parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-00"  # a caller's own unsampled trace
+        h = tracing.submit_headers("r1", parent)
+        assert h is not None and h[0][1].decode() == parent
         tracing.begin("route", Msg(h))
         assert tracing.current_headers()[0][1].endswith(b"-00")  # type: ignore[index]
         tracing.end()
