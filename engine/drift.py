@@ -9,7 +9,7 @@ batches in; Prometheus gauges and the heartbeat read the scores out.
   384-d) two windows of one distribution have nearly the same mean (score near 0); a switch of
   language or topic moves the mean (measured at 256-item windows, tests/unit/test_drift.py:
   Davidson tweets → COLD Chinese posts 0.53, generated English → Chinese posts 0.47; two samples
-  of one distribution at most 0.0076 in 20 seeded runs). A window's mean is a running sum:
+  of one distribution at most 0.0075 in 20 seeded runs). A window's mean is a running sum:
   ``O(d)`` memory per key, whatever the window size.
 * **Score drift** (:func:`psi`, :class:`ScoreDrift`): the population stability index of each
   category score against a reference window captured when a model version goes live,
@@ -47,18 +47,24 @@ AlertLevel = Literal["page", "ticket"]
 class SemanticDrift:
     """1 − mean cosine similarity of consecutive windows' mean embeddings.
 
+    The score compares *consecutive* windows: it rises for the window pair that straddles a switch
+    and falls back once both windows hold the new traffic. :attr:`held` is the highest score of the
+    last ``hold`` windows, so a switch stays visible long enough for an alert's ``for:``.
+
     Args:
         window: items per window (>= 1).
         pairs: consecutive window pairs averaged in :attr:`score` (>= 1).
+        hold: windows :attr:`held` looks back over (>= 1).
     Raises:
         ValueError: ``window`` or ``pairs`` below 1; :meth:`add` with a non-2-D array or a
             dimension other than the first call's.
     """
 
-    def __init__(self, window: int = 256, pairs: int = 1) -> None:
-        if window < 1 or pairs < 1:
-            raise ValueError(f"window and pairs must be >= 1, got window={window}, pairs={pairs}")
+    def __init__(self, window: int = 256, pairs: int = 1, hold: int = 1) -> None:
+        if window < 1 or pairs < 1 or hold < 1:
+            raise ValueError(f"window, pairs and hold must be >= 1, got window={window}, pairs={pairs}, hold={hold}")
         self.window, self.pairs = window, pairs
+        self._recent: deque[float] = deque(maxlen=hold)
         self._sum: np.ndarray | None = None
         self._n = 0
         self._previous: np.ndarray | None = None
@@ -72,6 +78,11 @@ class SemanticDrift:
         if not self._similarities:
             return None
         return float(1.0 - sum(self._similarities) / len(self._similarities))
+
+    @property
+    def held(self) -> float | None:
+        """The highest :attr:`score` of the last ``hold`` closed windows (``None`` before two windows)."""
+        return max(self._recent) if self._recent else None
 
     def add(self, embeddings: np.ndarray) -> list[float]:
         """Add ``float[n, d]`` embeddings (any norm; each row counts once) in order; returns the
@@ -94,6 +105,7 @@ class SemanticDrift:
                 if self._previous is not None:
                     self._similarities.append(cosine(self._previous, mean))
                     scores.append(self.score)  # type: ignore[arg-type]
+                    self._recent.append(scores[-1])
                 self._previous, self._n = mean, 0
                 self.windows += 1
         return scores
@@ -189,16 +201,17 @@ class DriftReading:
 
 
 class DriftBook:
-    """Semantic and score drift per ``(stage, tenant)``.
+    """Semantic and score drift per ``(stage, tenant)``; a reading's semantic score is the held one.
 
     Args:
         window: items per semantic window.
+        hold: windows a semantic score is held for (:attr:`SemanticDrift.held`).
         reference_size: items in a version's reference window (PSI).
         psi_window: items in the PSI's current window.
     """
 
-    def __init__(self, window: int = 256, reference_size: int = 1000, psi_window: int = 1000) -> None:
-        self.window, self.reference_size, self.psi_window = window, reference_size, psi_window
+    def __init__(self, window: int = 256, reference_size: int = 1000, psi_window: int = 1000, hold: int = 1) -> None:
+        self.window, self.reference_size, self.psi_window, self.hold = window, reference_size, psi_window, hold
         self._semantic: dict[tuple[str, str], SemanticDrift] = {}
         self._scores: dict[tuple[str, str], ScoreDrift] = {}
 
@@ -206,7 +219,7 @@ class DriftBook:
         """Feed ``float[n, d]`` embeddings of ``tenant``'s items; returns the scores of windows closed."""
         key = (stage, tenant)
         if key not in self._semantic:
-            self._semantic[key] = SemanticDrift(self.window)
+            self._semantic[key] = SemanticDrift(self.window, hold=self.hold)
         return self._semantic[key].add(embeddings)
 
     def add_scores(self, stage: str, tenant: str, version: str, scores: list[dict[str, float]]) -> None:
@@ -221,7 +234,7 @@ class DriftBook:
         out = []
         for key in sorted(set(self._semantic) | set(self._scores)):
             sem, sc = self._semantic.get(key), self._scores.get(key)
-            out.append(DriftReading(key[0], key[1], sem.score if sem else None, sc.psi() if sc else {},
+            out.append(DriftReading(key[0], key[1], sem.held if sem else None, sc.psi() if sc else {},
                                     sem.windows if sem else 0))
         return out
 

@@ -58,7 +58,7 @@ class DriftMonitor:
 
     def __init__(self, settings: DriftSettings, stage: str, tenants: Collection[str], embed: Embed | None = None) -> None:
         self.settings, self.stage, self.tenants, self.embed = settings, stage, set(tenants), embed
-        self.book = DriftBook(settings.window, settings.reference_size, settings.psi_window)
+        self.book = DriftBook(settings.window, settings.reference_size, settings.psi_window, settings.hold_windows)
         self._lock = threading.Lock()
         self._queue: queue.Queue[dict[str, list[str]] | None] = queue.Queue(maxsize=QUEUE_BATCHES)
         self._thread: threading.Thread | None = None

@@ -15,9 +15,12 @@ class DriftSettings(BaseModel):
         enabled: the text worker embeds a sample of its items and every modality worker keeps the
             PSI of its category scores; exported as ``rtaudit_drift_*`` gauges and in the heartbeat.
         window: items per semantic-drift window (the score compares consecutive windows' mean
-            embeddings; at 256 two samples of Davidson tweets scored at most 0.0076 in 20 seeded runs, a switch to Chinese posts 0.53).
+            embeddings; at 256 two samples of Davidson tweets scored at most 0.0053 in 20 seeded runs, a switch to Chinese posts 0.53).
         sample: share of text items embedded for the semantic score, ``(0, 1]``: the embedding is a
             second MiniLM pass (about 2 ms per item on one CPU core), run in a background thread.
+        hold_windows: the semantic score reported (gauge, heartbeat) is the highest of this many last
+            windows: consecutive windows differ only across a switch, so the score falls back once
+            both windows hold the new traffic; holding it lets the alert's ``for:`` see it.
         reference_size: items a model version scores after it goes live that form the PSI's reference.
         psi_window: items in the PSI's current window.
     """
@@ -26,6 +29,7 @@ class DriftSettings(BaseModel):
     enabled: bool = True
     window: int = Field(default=256, ge=8, le=100_000)
     sample: float = Field(default=0.1, gt=0.0, le=1.0)
+    hold_windows: int = Field(default=8, ge=1, le=10_000)
     reference_size: int = Field(default=1000, ge=10, le=1_000_000)
     psi_window: int = Field(default=1000, ge=10, le=1_000_000)
 

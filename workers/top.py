@@ -158,8 +158,12 @@ def _num(v: float | None, fmt: str) -> str:
 
 def table(rows: list[Row], title: str) -> Table:
     """The dashboard as one rich table."""
-    t = Table("role", "worker", "rec/s", "lag", "batch", "window ms", "P50 ms", "P99 ms", "err/s", "versions",
-              "drift", "health", title=title, title_justify="left")
+    t = Table(title=title, title_justify="left")
+    for name in ("role", "worker", "rec/s", "lag", "batch", "window ms", "P50 ms", "P99 ms", "err/s"):
+        t.add_column(name, justify="left" if name in ("role", "worker") else "right", no_wrap=True)
+    t.add_column("versions", max_width=44, no_wrap=True, overflow="ellipsis")  # version strings are long
+    t.add_column("drift", justify="right", no_wrap=True)
+    t.add_column("health", no_wrap=True)
     for r in rows:
         style = None if r.health == "ok" else ("yellow" if r.health == "loading" else "red")
         t.add_row(r.role, r.worker, _num(r.records_s, ".0f"), "-" if r.lag is None else str(r.lag), _num(r.batch, ".1f"),
