@@ -25,6 +25,7 @@ from rich.table import Table
 from rtaudit.engine.policy import uncovered_stage_message, uncovered_stages, unknown_category_message
 from rtaudit.cli import control_view as view
 from rtaudit.cli.common import fail, settings_or_exit
+from rtaudit.cli.drift_view import drift_table
 from rtaudit.workers.settings import Settings
 
 control_app = typer.Typer(help="Rollouts, tenant policies and priorities on audit.control; the fleet's status.",
@@ -388,7 +389,7 @@ class _Fleet:
         subjects = Table("subject", "version", "author", "age", "summary", title="in force on audit.control")
         for cells in view.subject_rows(self.state, now_ms):
             subjects.add_row(*map(escape, cells))
-        return [fleet, subjects]
+        return [fleet, subjects, drift_table(live.values())]
 
     def close(self) -> None:
         self.control.close()
@@ -456,3 +457,8 @@ def history(
     for row in view.history_rows(records, subject, limit):
         table.add_row(*map(escape, row.cells()), style=None if row.accepted else "red")
     console.print(table)
+
+
+from rtaudit.cli.breaker import breaker_app  # noqa: E402  (its commands use the helpers above)
+
+control_app.add_typer(breaker_app, name="breaker")

@@ -29,6 +29,7 @@ from rtaudit.schemas.control import (
     ControlMessage,
     Heartbeat,
     ModelPayload,
+    BreakerPayload,
     PolicyPayload,
     PriorityPayload,
     RolloutPayload,
@@ -185,6 +186,8 @@ def summary(msg: ControlMessage, now_ms: int) -> str:
         q = p.policy.quota
         return (f"lane {p.policy.lane}, SLO {p.policy.slo_ms} ms, on_incomplete {p.policy.on_incomplete}, "
                 f"{len(p.policy.thresholds)} thresholds" + (f", quota {q.rate_per_s:g}/s" if q.rate_per_s else ""))
+    if isinstance(p, BreakerPayload):
+        return f"{'TRIPPED' if p.tripped else 'armed'}: {p.action.replace('_', ' ')}"
     assert isinstance(p, PriorityPayload)
     parts = [f"lane {p.lane}" if p.lane else "", f"SLO {p.slo_ms} ms" if p.slo_ms else "",
              f"quota {p.quota.rate_per_s:g}/s" if p.quota else ""]

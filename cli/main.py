@@ -39,6 +39,8 @@ from rtaudit.cli.dlq import dlq  # noqa: E402  (rtaudit dlq)
 app.command()(dlq)
 from rtaudit.cli.explain import explain  # noqa: E402  (rtaudit explain REQUEST_ID)
 app.command()(explain)
+from rtaudit.cli.top import top  # noqa: E402  (rtaudit top)
+app.command()(top)
 from rtaudit.cli.common import ConfigOpt, console  # noqa: E402
 
 
@@ -204,10 +206,11 @@ def _cluster(config: Path | None) -> Settings:
 
 @schemas_app.command("export")
 def schemas_export() -> None:
-    """Rewrite ``schemas/json/*.schema.json`` from the models."""
+    """Rewrite ``schemas/json/*.schema.json`` and the AsyncAPI document ``schemas/asyncapi.json`` from the models."""
+    from rtaudit.schemas import asyncapi
     from rtaudit.schemas.export import export
 
-    for p in export():
+    for p in [*export(), asyncapi.export()]:
         console.print(str(p))
 
 

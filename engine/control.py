@@ -27,8 +27,9 @@ from typing import Literal
 import orjson
 from pydantic import ValidationError
 
-from rtaudit.engine.policy import PolicyBook, TenantPolicy
+from rtaudit.engine.policy import Breaker, PolicyBook, TenantPolicy
 from rtaudit.schemas.control import (
+    BreakerPayload,
     ControlMessage,
     ModelPayload,
     PolicyPayload,
@@ -194,7 +195,10 @@ class ControlState:
             if override.quota is not None:
                 update["quota"] = override.quota
             tenants[tenant] = policy.model_copy(update=update)
-        return PolicyBook(default=base.default, tenants=tenants)
+        breakers = {subject_kind(subject)[1]: Breaker(action=msg.payload.action, tripped=msg.payload.tripped,
+                                                      version=msg.version)
+                    for subject, msg in self.messages.items() if isinstance(msg.payload, BreakerPayload)}
+        return PolicyBook(default=base.default, tenants=tenants, breakers={**base.breakers, **breakers})
 
     def next_expiry_ms(self, now_ms: int) -> int | None:
         """The earliest ``until_ms`` after ``now_ms`` of a priority override (when a cached policy

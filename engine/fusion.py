@@ -170,7 +170,11 @@ class Fusion:
             reasons.insert(0, f"rejected: {manifest.rejection_code}: {manifest.rejection}")
             decision = policy.quota.on_throttled if manifest.rejection_code == "throttled" else policy.on_rejected
         else:
-            decision = policy.decide(categories, complete=complete)
+            breaker = self.policies.breakers.get(tenant)
+            decision, tripped = breaker.decide(policy, categories, complete=complete) if breaker else (
+                policy.decide(categories, complete=complete), None)
+            if tripped:
+                reasons.insert(0, tripped)
             for cat in flagged:
                 t = policy.thresholds[cat]
                 level = "block" if categories[cat] >= t.block else "review"

@@ -179,12 +179,45 @@ class TenantPolicy(BaseModel):
         return decision if complete else stricter(decision, self.on_incomplete)
 
 
+BreakerAction = Literal["fail_open", "fail_closed", "hold_for_review"]
+
+
+class Breaker(BaseModel):
+    """A tenant's circuit breaker (``breaker:<tenant>`` on the control topic): what the fleet's
+    verdicts do while it is tripped (the joint alert matrix's page cell: P99 > 2 s with drift >= 0.4).
+
+    Attributes:
+        action: ``fail_open``: missing, failed or expired parts no longer make the decision stricter
+            (the scores that arrived decide; content flows); ``fail_closed``: every verdict is
+            ``block``; ``hold_for_review``: every verdict is at least ``review`` (a human looks).
+        tripped: whether it is tripped now; an untripped breaker only records the action to take.
+        version: the control message's version (``breaker-<version>`` on the verdict's policy version).
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    action: BreakerAction = "hold_for_review"
+    tripped: bool = False
+    version: int = 0
+
+    def decide(self, policy: "TenantPolicy", categories: dict[str, float], *, complete: bool) -> tuple[Decision, str | None]:
+        """The decision under this breaker and the verdict's reason for it (``None`` when not tripped)."""
+        if not self.tripped:
+            return policy.decide(categories, complete=complete), None
+        if self.action == "fail_open":
+            return policy.decide(categories, complete=True), "circuit breaker tripped: fail open (missing parts ignored)"
+        if self.action == "fail_closed":
+            return "block", "circuit breaker tripped: fail closed (block)"
+        return stricter(policy.decide(categories, complete=complete), "review"), "circuit breaker tripped: hold for review"
+
+
 class PolicyBook(BaseModel):
-    """All tenants' policies: ``default`` applies to tenants without their own."""
+    """All tenants' policies: ``default`` applies to tenants without their own; ``breakers`` holds
+    the tenants' circuit breakers set on the control topic (:class:`Breaker`)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
     default: TenantPolicy = Field(default_factory=TenantPolicy)
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)
+    breakers: dict[str, Breaker] = Field(default_factory=dict)
 
     def for_tenant(self, tenant_id: str) -> TenantPolicy:
         return self.tenants.get(tenant_id, self.default)

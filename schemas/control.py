@@ -11,6 +11,7 @@ subject             payload                      what it sets
 ``rollout:<stage>`` :class:`RolloutPayload`      a canary: candidate bundle, traffic weight, phase
 ``policy:<tenant>`` :class:`PolicyPayload`       a tenant's thresholds, fail mode, SLO, lane, quota
 ``priority:<t>``    :class:`PriorityPayload`     a temporary lane / SLO / quota override, with expiry
+``breaker:<t>``     :class:`BreakerPayload`      the tenant's circuit breaker: tripped or not, and its action
 ==================  ===========================  =============================================
 
 Every message carries a ``version`` strictly increasing per subject and the version it
@@ -25,14 +26,14 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rtaudit.engine.policy import QuotaPolicy, TenantPolicy
+from rtaudit.engine.policy import BreakerAction, QuotaPolicy, TenantPolicy
 from rtaudit.schemas.messages import EpochMs, Lane
 
 #: stages whose model the control topic can change.
 CONTROL_STAGES = ("text", "image", "ocr")
-#: ``<kind>:<name>``: kind model|rollout with a stage, or policy|priority with a tenant id.
-SUBJECT = re.compile(r"^(?:(model|rollout):(text|image|ocr)|(policy|priority):([A-Za-z0-9._\-]{1,64}))$")
-SubjectKind = Literal["model", "rollout", "policy", "priority"]
+#: ``<kind>:<name>``: kind model|rollout with a stage, or policy|priority|breaker with a tenant id.
+SUBJECT = re.compile(r"^(?:(model|rollout):(text|image|ocr)|(policy|priority|breaker):([A-Za-z0-9._\-]{1,64}))$")
+SubjectKind = Literal["model", "rollout", "policy", "priority", "breaker"]
 Phase = Literal["precheck", "rollout", "full", "promoted", "rolled_back", "aborted"]
 #: phases in which the candidate takes traffic (``weight_pct`` of it).
 ACTIVE_PHASES: tuple[str, ...] = ("precheck", "rollout", "full")
@@ -47,7 +48,7 @@ def subject_kind(subject: str) -> tuple[SubjectKind, str]:
     m = SUBJECT.match(subject)
     if m is None:
         raise ValueError(f"unknown control subject {subject!r}: expected model:<stage>, rollout:<stage> "
-                         f"(stage in {', '.join(CONTROL_STAGES)}), policy:<tenant> or priority:<tenant>")
+                         f"(stage in {', '.join(CONTROL_STAGES)}), policy:<tenant>, priority:<tenant> or breaker:<tenant>")
     return (m.group(1) or m.group(3)), (m.group(2) or m.group(4))  # type: ignore[return-value]
 
 
@@ -157,7 +158,21 @@ class PriorityPayload(_Strict):
     until_ms: EpochMs | None = None
 
 
-Payload = Annotated[ModelPayload | RolloutPayload | PolicyPayload | PriorityPayload, Field(discriminator="kind")]
+class BreakerPayload(_Strict):
+    """``breaker:<tenant>``: the tenant's circuit breaker (:class:`rtaudit.engine.policy.Breaker`).
+
+    Attributes:
+        action: what verdicts do while it is tripped: ``fail_open``, ``fail_closed`` or ``hold_for_review``.
+        tripped: tripped now (by an operator or the page alert's receiver: ``rtaudit control breaker trip``).
+    """
+
+    kind: Literal["breaker"] = "breaker"
+    action: BreakerAction = "hold_for_review"
+    tripped: bool = False
+
+
+Payload = Annotated[ModelPayload | RolloutPayload | PolicyPayload | PriorityPayload | BreakerPayload,
+                    Field(discriminator="kind")]
 
 
 class ControlMessage(_Strict):
@@ -202,6 +217,24 @@ class ServingStatus(_Strict):
     failed: dict[str, str] = Field(default_factory=dict, description="version → why it could not be loaded")
 
 
+class DriftStatus(_Strict):
+    """One ``(stage, tenant)``'s drift as a worker measured it (:mod:`rtaudit.engine.drift`).
+
+    Attributes:
+        stage: the stage whose traffic it is.
+        tenant: the tenant id, or ``other`` for tenants the settings do not name.
+        semantic: 1 − cosine similarity of the last two windows' mean embeddings (``None``: fewer than two windows yet).
+        psi: category → population stability index against the model version's reference window.
+        windows: semantic windows closed so far.
+    """
+
+    stage: str = Field(max_length=32)
+    tenant: str = Field(max_length=64)
+    semantic: float | None = None
+    psi: dict[str, float] = Field(default_factory=dict)
+    windows: int = Field(default=0, ge=0)
+
+
 class Heartbeat(_Strict):
     """One record of ``audit.status`` (key: :attr:`worker_id`), every few seconds from every worker.
 
@@ -216,6 +249,8 @@ class Heartbeat(_Strict):
         health: ``ok`` | ``loading`` | ``degraded`` (see ``detail``).
         rejected: control messages this worker rejected so far.
         detail: a readable note (the last rejection, a failed load).
+        drift: per stage and tenant, the drift it measures (model workers; empty elsewhere).
+        metrics: ``host:port`` of its Prometheus ``/metrics`` (``None``: not served); ``rtaudit top`` reads it.
     """
 
     worker_id: str = Field(max_length=160)
@@ -228,3 +263,5 @@ class Heartbeat(_Strict):
     health: Literal["ok", "loading", "degraded"] = "ok"
     rejected: int = Field(default=0, ge=0)
     detail: str | None = Field(default=None, max_length=2000)
+    drift: list[DriftStatus] = Field(default_factory=list)
+    metrics: str | None = Field(default=None, max_length=300)

@@ -272,6 +272,8 @@ class Verdict(_Strict):
     deadline_ms: EpochMs
     decided_at_ms: EpochMs
     latency_ms: int
+    trace_id: str | None = Field(default=None, pattern=r"^[0-9a-f]{32}$",
+                                 description="the request's W3C trace id when it was traced (workers/tracing.py)")
 
 
 #: Most original bytes a DLQ record carries; longer originals are cut (``original_size_bytes`` says how long).

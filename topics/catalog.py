@@ -80,7 +80,7 @@ def catalog(partitions: int = DEFAULT_PARTITIONS) -> list[TopicSpec]:
         _data(EXPLAIN_REQUESTS, "ExplainRequest JSON (rtaudit.schemas.explain)", partitions),
         _data(EXPLANATIONS, "Explanation JSON (rtaudit.schemas.explain): heatmap PNG base64, peak box", partitions),
         TopicSpec(
-            CONTROL, 1, "subject: model:<stage> | rollout:<stage> | policy:<tenant> | priority:<tenant>",
+            CONTROL, 1, "subject: model:<stage> | rollout:<stage> | policy:<tenant> | priority:<tenant> | breaker:<tenant>",
             "ControlMessage JSON (rtaudit.schemas.control); null value = tombstone",
             {"cleanup.policy": "compact", "min.compaction.lag.ms": "0"},
         ),

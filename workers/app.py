@@ -18,7 +18,7 @@ import faust
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import MAX_DLQ_ORIGINAL_BYTES, DLQRecord
 from rtaudit.topics.catalog import MAX_MESSAGE_BYTES
-from rtaudit.workers import faust_local, metrics
+from rtaudit.workers import faust_local, metrics, tracing
 from rtaudit.workers.security import faust_credentials
 from rtaudit.workers.settings import Settings, load_settings
 
@@ -75,6 +75,7 @@ def make_app(role: str, settings: Settings | None = None, app_id: str | None = N
     confluent-kafka group (:mod:`rtaudit.workers.runtime`) gives Faust another id: Faust always
     joins its app's group."""
     settings = settings or load_settings()
+    tracing.configure(settings.tracing, f"rtaudit-{role}")
     faust_local.register()
     (settings.state_dir / role).mkdir(parents=True, exist_ok=True)
     app = app_class(app_id or f"rtaudit-{role}", **faust_options(settings, role))

@@ -39,6 +39,7 @@ from rtaudit.workers.kafka import ErrorRecorder, check_cluster, consumer_config,
 from rtaudit.workers.offsets import OffsetGapGuard
 from rtaudit.workers.producer import RecoveringProducer
 from rtaudit.workers.settings import Settings
+from rtaudit.workers import tracing
 
 __all__ = [
     "AuditClient", "DeliveryError", "InputFileError", "RecordReader", "SeenIds", "VerdictTimeout",
@@ -90,6 +91,7 @@ class AuditClient:
     def __init__(self, settings: Settings, on_delivered: Callable[[str], None] | None = None) -> None:
         self._errors = ErrorRecorder()
         self._producer = RecoveringProducer(producer_config(settings, self._errors), name="client")
+        tracing.configure(settings.tracing, "rtaudit-client")
         self._bootstrap = settings.bootstrap
         self._failed: list[str] = []
         self._on_delivered = on_delivered
@@ -109,19 +111,23 @@ class AuditClient:
         if self._on_delivered is not None:
             self._on_delivered(key)
 
-    def submit_raw(self, key: bytes | None, value: bytes, topic: str = REQUESTS) -> None:
-        """Publish raw bytes as is (used to send malformed input on purpose)."""
+    def submit_raw(self, key: bytes | None, value: bytes, topic: str = REQUESTS,
+                   headers: list[tuple[str, bytes]] | None = None) -> None:
+        """Publish raw bytes as is (used to send malformed input on purpose); ``headers``: Kafka headers."""
         while True:
             try:
-                self._producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery)
+                self._producer.produce(topic, key=key, value=value, on_delivery=self._on_delivery, headers=headers)
                 break
             except BufferError:
                 self._producer.poll(0.05)
         self._producer.poll(0)
 
-    def submit(self, request: AuditRequest) -> None:
-        """Publish one request (asynchronous: :meth:`flush` waits for the acknowledgement)."""
-        self.submit_raw(request.request_id.encode(), encode(request))
+    def submit(self, request: AuditRequest, traceparent: str | None = None) -> None:
+        """Publish one request (asynchronous: :meth:`flush` waits for the acknowledgement). With
+        ``[tracing]`` on, it starts the request's trace (or continues ``traceparent``, a W3C value) and
+        sends the context in the ``traceparent`` header (:mod:`rtaudit.workers.tracing`)."""
+        self.submit_raw(request.request_id.encode(), encode(request),
+                        headers=tracing.submit_headers(request.request_id, traceparent))
 
     def request_explanation(self, request_id: str, part: str | None = None) -> None:
         """Ask the explain role for heatmaps of ``request_id``'s image parts (all, or ``part``,

@@ -298,6 +298,7 @@ class ControlPlane:
                 "worker_id": self.worker_id, "role": self.role, "at_ms": now_ms(),
                 "control_offset": self.state.offset, "versions": dict(self.state.versions),
                 "rejected": self.state.rejected_total,
+                "metrics": f"{self.settings.metrics_host}:{self.settings.metrics_port}" if self.settings.metrics_port else None,
                 "detail": f"last rejected offset {last.offset}: {last.code}: {last.message}"[:2000] if last else None,
             }
         beat.update(extra)

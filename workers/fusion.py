@@ -44,7 +44,7 @@ from rtaudit.engine.policy import PolicyBook
 from rtaudit.schemas.codec import decode_scores_record, encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.topics.catalog import SCORES, VERDICTS
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.app import make_app
 from rtaudit.workers.kafka import consumer_config
 from rtaudit.workers.runtime.handler import HandlerBase, HandlerContext
@@ -116,6 +116,7 @@ class FusionHandler(HandlerBase):
                 out.append(DeadLetter(m, exc))
                 table.skip(offset)
                 continue
+            tracing.fusion_arrived(m, record)
             decision = table.apply(record, offset, now_ms)
             if decision is not None:
                 out.append(self._verdict(decision, partition))
@@ -149,13 +150,17 @@ class FusionHandler(HandlerBase):
         return out
 
     def _verdict(self, decision: Decision, partition: int) -> Output:
-        verdict = decision.verdict
+        """The decision's verdict record, named with its trace id and carrying its ``emit`` span's
+        context when the request was traced (:func:`rtaudit.workers.tracing.fusion_emit`)."""
+        verdict = tracing.fusion_emit(decision.verdict)
+        headers = tracing.current_headers()
+        tracing.end()
         metrics.VERDICTS.labels(verdict.decision, str(verdict.complete).lower()).inc()
         metrics.END_TO_END_SECONDS.observe(max(0, verdict.latency_ms) / 1000.0)
         if verdict.decided_at_ms > verdict.deadline_ms:
             tenant = metrics.tenant_label(verdict.tenant_id, self.known_tenants)
             metrics.SLO_MISSES.labels(ROLE, tenant, decision.lane or "unknown", "late_verdict").inc()
-        return Output(VERDICTS, verdict.request_id.encode(), encode(verdict), partition)
+        return Output(VERDICTS, verdict.request_id.encode(), encode(verdict), partition, headers)
 
 
 class VerdictReader:

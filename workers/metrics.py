@@ -155,3 +155,24 @@ QUOTA_DELAY_SECONDS = Histogram(
 QUOTA_HELD = Gauge(
     "rtaudit_quota_held_requests", "Requests this router holds for their tenant's quota (over_quota = 'delay')."
 )
+DRIFT_SEMANTIC = Gauge(
+    "rtaudit_drift_semantic",
+    "Semantic drift of a stage's traffic per tenant: 1 - cosine similarity of consecutive windows' mean "
+    "embeddings (engine/drift.py); alert above 0.3.", ["stage", "tenant"],
+)
+DRIFT_PSI = Gauge(
+    "rtaudit_drift_psi",
+    "Population stability index of a category score against the reference window of the model version in force, "
+    "per stage, tenant and category (engine/drift.py); > 0.25 is a major shift.", ["stage", "tenant", "category"],
+)
+DRIFT_WINDOWS = Counter(
+    "rtaudit_drift_windows_total", "Semantic-drift windows closed, per stage and tenant.", ["stage", "tenant"],
+)
+DRIFT_DROPPED = Counter(
+    "rtaudit_drift_dropped_items_total",
+    "Sampled items the drift monitor dropped because its embedding queue was full, per stage.", ["stage"],
+)
+TRACE_SPANS_DROPPED = Counter(
+    "rtaudit_trace_spans_dropped_total",
+    "Spans dropped because the process's span queue ([tracing] max_queue_size) was full (workers/tracing.py).",
+)

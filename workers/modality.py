@@ -67,9 +67,10 @@ from rtaudit.engine.lane_queue import LaneName
 from rtaudit.engine.models import ModelStage
 from rtaudit.engine.stage import BatchResult
 from rtaudit.topics.catalog import lane_topic
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.app import make_app
 from rtaudit.workers.control import ControlConflict, ControlPlane, publish
+from rtaudit.workers.drift_monitor import DriftMonitor, text_encoder
 from rtaudit.workers.runtime.emitter import BatchDelivery
 from rtaudit.workers.runtime.lane_intake import LaneIntake
 from rtaudit.workers.runtime.lane_overflow import Work
@@ -156,6 +157,9 @@ class ModalityWorker:
         #: the one inference thread, and the I/O threads (flush waits).
         self.infer_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"{role}-infer")
         self.io_pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix=f"{role}-io")
+        #: semantic and score drift (:mod:`rtaudit.workers.drift_monitor`): fed by the inference thread,
+        #: read by the heartbeat thread; it owns its lock and its embedding thread.
+        self.drift = DriftMonitor(settings.drift, role, set(settings.tenants))
         # -- owned by the event loop ------------------------------------------------------------
         self.batcher: Batcher[Work] = Batcher(settings.batcher_config(role))
         #: the Kafka side, built when :meth:`run` starts.
@@ -168,7 +172,8 @@ class ModalityWorker:
     def status(self) -> dict[str, Any]:
         """The heartbeat's fields (heartbeat thread): versions served, health, batcher lag."""
         health, detail = worker_health(self.serving.settled(), self.inferring, time.monotonic())
-        fields: dict[str, Any] = {"serving": [self.serving.status()], "health": health, "lag": self.batcher.stats().lag}
+        fields: dict[str, Any] = {"serving": [self.serving.status()], "health": health, "lag": self.batcher.stats().lag,
+                                  "drift": self.drift.readings()}
         if detail is not None:
             fields["detail"] = detail
         return fields
@@ -189,6 +194,7 @@ class ModalityWorker:
         loop = asyncio.get_running_loop()
         await loop.run_in_executor(self.infer_pool, self.stage.warm, self.modality)
         self.serving.start()
+        self.drift.start(text_encoder(self.stage.get()))
         self.control.start()
         if not await loop.run_in_executor(None, self.control.wait_caught_up, CONTROL_CATCH_UP_S):
             log.warning("%s: audit.control not read to its end within %.0f s", self.role, CONTROL_CATCH_UP_S)
@@ -229,6 +235,7 @@ class ModalityWorker:
         heap's free memory back after it."""
         started = time.perf_counter()
         out = self.handler.infer(live, expired)
+        self.drift.observe([s.work.task for s in out[0]], [s.partial for s in out[0]])
         if time.perf_counter() - started > TRIM_AFTER_S:
             release_freed_memory()
         return out
@@ -248,6 +255,7 @@ class ModalityWorker:
             model_name = result.partials[0].model.name if result.partials else self.role
             metrics.INFERENCE_SECONDS.labels(self.role, model_name).observe(result.inference_s)
         metrics.BATCH_CLOSES.labels(self.role, batch.reason).inc()
+        tracing.batch_spans(self.role, batch)  # before emit: each item's output carries its queue span
         return scored
 
     async def emit(self, scored: list[Scored]) -> None:
@@ -293,6 +301,7 @@ class ModalityWorker:
             intake.stop()
             await asyncio.wait({intake_done}, timeout=10)
             self.control.stop()
+            self.drift.stop()
             raise
         except Exception as exc:  # a dead batch loop would stall the worker silently: crash it
             log.exception("%s batch loop failed; crashing the worker (unacked records are replayed)", self.role)

@@ -47,7 +47,7 @@ checks). `[tenants.<id>]` tables take the keys of `[default]`.
 """
 
 #: the tables documented as one section each, in this order (``tenants.<id>`` = ``default``)
-SECTIONS = ("", "batch", "media", "av", "explain", "gpu", "default", "default.quota", "security")
+SECTIONS = ("", "batch", "media", "av", "explain", "drift", "tracing", "gpu", "default", "default.quota", "security")
 
 
 def field_comments(model: type[BaseModel]) -> dict[str, str]:

@@ -46,7 +46,7 @@ from rtaudit.schemas.codec import decode, encode, readable_fields
 from rtaudit.schemas.errors import AuditError, RoutingFailed, Throttled, describe
 from rtaudit.schemas.messages import AuditRequest, Lane, Manifest
 from rtaudit.topics.catalog import REQUESTS, SCORES, VERDICTS, lane_topic
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.app import make_app
 from rtaudit.workers.runtime.handler import HandlerBase
 from rtaudit.workers.runtime.loop import BatchLoop, run_in_faust
@@ -186,7 +186,15 @@ class RouterHandler(HandlerBase):
 
     def route(self, m: Record, now: int, held: HeldRequest | None = None) -> None:
         """Route the record ``m``: tasks and manifest, or DLQ and rejection manifest, or hold it.
-        ``held``: a held request being released (decoded, its quota paid): routed on its lane."""
+        ``held``: a held request being released (decoded, its quota paid): routed on its lane.
+        Its outputs carry the trace context of its ``route`` span (:mod:`rtaudit.workers.tracing`)."""
+        tracing.begin("route", m)
+        try:
+            self._route(m, now, held, tracing.current_headers())
+        finally:
+            tracing.end()
+
+    def _route(self, m: Record, now: int, held: HeldRequest | None, headers: list[tuple[str, bytes]] | None) -> None:
         raw = raw_value(m)
         try:
             try:
@@ -213,13 +221,13 @@ class RouterHandler(HandlerBase):
             manifest = rejection_manifest(raw, exc, raw_key(m))
             if manifest is not None:
                 verdict = rejection_verdict(self.router.policies, manifest, now_ms())  # the manifest's clock
-                self._out.append(Output(VERDICTS, verdict.request_id.encode(), encode(verdict)))
+                self._out.append(Output(VERDICTS, verdict.request_id.encode(), encode(verdict), headers=headers))
                 metrics.VERDICTS.labels(verdict.decision, "false").inc()
         else:
             key = request.request_id.encode()
             for task in plan.tasks:
-                self._out.append(Output(lane_topic(task.modality, task.lane), key, encode(task)))
-            self._out.append(Output(SCORES, key, encode(plan.manifest)))
+                self._out.append(Output(lane_topic(task.modality, task.lane), key, encode(task), headers=headers))
+            self._out.append(Output(SCORES, key, encode(plan.manifest), headers=headers))
 
     def commit_offsets(self, tps: Collection[TP] | None = None) -> dict[TP, int]:
         """Per partition: the offset after the last record handled, or the oldest held one if earlier."""

@@ -32,6 +32,7 @@ from rtaudit.engine.policy import (
 )
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
 from rtaudit.workers.security import SecuritySettings
+from rtaudit.workers.obs_settings import DriftSettings, TracingSettings
 
 #: Loopback port of the embedded broker when no external bootstrap is configured.
 EMBEDDED_PORT = 19092
@@ -388,6 +389,8 @@ class Settings(BaseSettings):
     #: how long fusion remembers a decided request id to drop its duplicates, ms.
     fusion_retention_ms: int = Field(default=60_000, ge=1000)
     explain: ExplainSettings = Field(default_factory=ExplainSettings)
+    drift: DriftSettings = Field(default_factory=DriftSettings)
+    tracing: TracingSettings = Field(default_factory=TracingSettings)
     #: the policy of every tenant without its own ``[tenants.<id>]`` table.
     default: TenantPolicy = Field(default_factory=TenantPolicy)
     tenants: dict[str, TenantPolicy] = Field(default_factory=dict)

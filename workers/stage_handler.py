@@ -29,7 +29,7 @@ from rtaudit.schemas.codec import decode, encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.schemas.messages import ModalityTask, PartialScore
 from rtaudit.topics.catalog import SCORES, lane_topic
-from rtaudit.workers import metrics
+from rtaudit.workers import metrics, tracing
 from rtaudit.workers.runtime.handler import HandlerBase
 from rtaudit.workers.runtime.lane_overflow import Work
 from rtaudit.workers.runtime.records import TP, DeadLetter, Emit, Output, Record, raw_value, tp_of
@@ -102,7 +102,7 @@ class StageHandler(HandlerBase):
             p = s.partial
             for sub in s.subtasks:
                 out.append(Output(lane_topic(sub.modality, sub.lane), sub.request_id.encode(), encode(sub)))
-            out.append(Output(SCORES, p.request_id.encode(), s.value))
+            out.append(Output(SCORES, p.request_id.encode(), s.value, headers=tracing.headers_of(s.work)))
             statuses[p.status] += 1
             if p.status == "expired":
                 tenant = metrics.tenant_label(p.tenant_id, self.known_tenants)

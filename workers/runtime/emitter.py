@@ -172,9 +172,10 @@ class Emitter:
         while True:
             try:
                 if out.partition is None:
-                    self.producer.produce(out.topic, out.value, out.key, on_delivery=callback)
+                    self.producer.produce(out.topic, out.value, out.key, on_delivery=callback, headers=out.headers)
                 else:
-                    self.producer.produce(out.topic, out.value, out.key, partition=out.partition, on_delivery=callback)
+                    self.producer.produce(out.topic, out.value, out.key, partition=out.partition, on_delivery=callback,
+                                          headers=out.headers)
                 return
             except BufferError:
                 self.producer.poll(BUFFER_FULL_POLL_S)

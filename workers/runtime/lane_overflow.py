@@ -73,6 +73,8 @@ class Work:
     error: AuditError | None = None
     tp: TP = field(init=False)
     nbytes: int = field(init=False)
+    #: the Kafka headers of its output (trace context), set by :func:`rtaudit.workers.tracing.batch_spans`.
+    trace_headers: Any = field(default=None, init=False)
 
     def __post_init__(self) -> None:
         self.tp = tp_of(self.message)

@@ -30,17 +30,20 @@ class Record(Protocol):
     def key(self) -> str | bytes | None: ...
     def value(self) -> str | bytes | None: ...
     def timestamp(self) -> tuple[int, int]: ...
+    def headers(self) -> list[tuple[str, bytes]] | None: ...
 
 
 @dataclass(frozen=True, slots=True)
 class Output:
     """One record to produce. ``partition``: ``None`` lets the producer's partitioner choose
-    from ``key`` (murmur2, as Faust and the Java client)."""
+    from ``key`` (murmur2, as Faust and the Java client). ``headers``: Kafka headers (the W3C
+    ``traceparent`` of :mod:`rtaudit.workers.tracing`), ``None`` for none."""
 
     topic: str
     key: bytes | None
     value: bytes
     partition: int | None = None
+    headers: list[tuple[str, bytes]] | None = None
 
 
 @dataclass(frozen=True, slots=True)

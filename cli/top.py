@@ -1,0 +1,57 @@
+"""``rtaudit top``: a live terminal dashboard of a running fleet (:mod:`rtaudit.cli.top_view`)."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Annotated, Optional
+
+import typer
+
+
+def top(
+    interval: Annotated[float, typer.Option("--interval", "-n", min=0.2, help="seconds between refreshes")] = 1.0,
+    once: Annotated[bool, typer.Option("--once", help="print one table (after two scrapes) and exit")] = False,
+    config: Annotated[Optional[Path], typer.Option("--config", "-c", help="settings file")] = None,
+) -> None:
+    """Every worker of the fleet, refreshed each second: records/s, lag, batch size and window, P50/P99,
+    errors/s, versions served, semantic drift, health. Workers come from their heartbeats on audit.status
+    (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set, as `rtaudit up` does)."""
+    from rich.console import Console, Group
+    from rich.live import Live
+
+    from rtaudit.engine.clock import now_ms
+    from rtaudit.topics.catalog import STATUS
+    from rtaudit.cli import control_view as view
+    from rtaudit.cli.common import fail
+    from rtaudit.cli.control import _connect, _Fleet
+    from rtaudit.cli.drift_view import drift_table
+    from rtaudit.cli.top_view import WINDOW_S, Scraper, table
+
+    s = _connect(config, (STATUS,))
+    fleet, scraper, console = _Fleet(s), Scraper(), Console()
+
+    def frame() -> Group:
+        fleet.refresh()
+        live = view.live_heartbeats(fleet.beats.values(), now_ms())
+        rows = scraper.rows(live.values())
+        title = (f"rtaudit top — {s.bootstrap} — {len(live)} workers — rates over {WINDOW_S:.0f} s — "
+                 f"{time.strftime('%H:%M:%S')}")
+        return Group(table(rows, title), drift_table(live.values()))
+
+    try:
+        if once:
+            frame()
+            time.sleep(interval)
+            console.print(frame())
+            return
+        with Live(frame(), console=console, refresh_per_second=4, screen=False) as live_view:
+            while True:
+                time.sleep(interval)
+                live_view.update(frame())
+    except KeyboardInterrupt:
+        pass
+    except TimeoutError as exc:
+        raise fail(str(exc)) from None
+    finally:
+        fleet.close()

@@ -1,0 +1,66 @@
+"""``rtaudit top``'s model (cli/top_view.py): rates and percentiles from two scrapes of a real
+prometheus_client registry, and the row of a worker whose metrics cannot be read."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+from rtaudit.schemas.control import DriftStatus, Heartbeat, ServingStatus
+from rtaudit.cli.top_view import Scraper, buckets, parse_metrics, quantile, table
+
+BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+def beat(role: str = "text", metrics: str | None = "127.0.0.1:1") -> Heartbeat:
+    return Heartbeat(worker_id=f"{role}-host-1", role=role, at_ms=1_700_000_000_000, control_offset=3, lag=12,
+                     serving=[ServingStatus(stage=role, loaded=["v1"], weights={"v1": 100.0})],
+                     drift=[DriftStatus(stage=role, tenant="acme", semantic=0.42, windows=3)], metrics=metrics)
+
+
+def test_rates_batch_size_and_percentiles_over_the_window() -> None:
+    reg = CollectorRegistry()
+    consumed = Counter("rtaudit_messages_consumed", "", ["role", "topic"], registry=reg)
+    sizes = Histogram("rtaudit_batch_size", "", ["stage"], buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=reg)
+    infer = Histogram("rtaudit_inference_seconds", "", ["stage", "model"], buckets=BUCKETS, registry=reg)
+    dlq = Counter("rtaudit_dlq_records", "", ["role", "error_code"], registry=reg)
+    window = Gauge("rtaudit_batch_window_seconds", "", ["stage"], registry=reg)
+    window.labels("text").set(0.015)
+    infer.labels("text", "m").observe(9.0)  # before the window: must not count
+    scraper = Scraper()
+    scraper.row(beat(), parse_metrics(generate_latest(reg).decode()), now_s=100.0)
+    rng = random.Random(3)
+    for _ in range(1000):
+        consumed.labels("text", "audit.text.lo").inc(32)
+        sizes.labels("text").observe(32)
+        infer.labels("text", "m").observe(rng.uniform(0.02, 0.04))
+    dlq.labels("text", "bad_input").inc(20)
+    row = scraper.row(beat(), parse_metrics(generate_latest(reg).decode()), now_s=110.0)
+    assert row.records_s == pytest.approx(3200.0)
+    assert row.batch == pytest.approx(32.0)
+    assert row.errors_s == pytest.approx(2.0)
+    assert row.window_ms == pytest.approx(15.0)
+    assert 25.0 <= row.p50_ms <= 50.0 and 25.0 <= row.p99_ms <= 50.0  # bucket (0.025, 0.05]
+    assert row.p99_ms < 1000.0  # the 9 s observation before the window is not in it
+    assert (row.lag, row.drift, row.health, row.versions) == (12, 0.42, "ok", "text v1: 100 %")
+    rendered = table([row], "t")
+    assert rendered.row_count == 1
+
+
+def test_quantile_follows_histogram_quantile() -> None:
+    cum = {0.1: 50.0, 0.5: 90.0, 1.0: 100.0, float("inf"): 100.0}
+    assert quantile(0.5, cum) == pytest.approx(0.1)
+    assert quantile(0.7, cum) == pytest.approx(0.3)
+    assert quantile(0.99, cum) == pytest.approx(0.95)
+    assert quantile(0.5, {}) is None and quantile(0.5, {1.0: 0.0}) is None
+    assert buckets({"x_bucket": {(("le", "1.0"), ("stage", "a")): 2.0, (("le", "1.0"), ("stage", "b")): 3.0}}, "x") == {1.0: 5.0}
+
+
+def test_a_worker_without_metrics_still_has_a_row() -> None:
+    scraper = Scraper()
+    (row,) = scraper.rows([beat(metrics="127.0.0.1:9")])  # nothing listens on port 9
+    assert row.records_s is None and row.lag == 12 and row.health == "ok"
+    (row,) = scraper.rows([beat(metrics=None)])
+    assert row.p99_ms is None
