@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import json
 import os
 import signal
 import statistics
@@ -194,6 +195,11 @@ def main() -> None:
         fleet.stop()
 
     _print(phases, collector, args)
+    raw = {p.name: {"explain": p.explain, "load": p.load, "cpu_s": p.cpu,
+                    "latency_ms": [collector.verdicts[i][1] - collector.verdicts[i][0].created_at_ms for i in p.ids if i in collector.verdicts]}
+           for p in phases}
+    (out / "latencies.json").write_text(json.dumps(raw, indent=1))
+    print(f"per-request latencies: {out / 'latencies.json'}")
 
 
 def _settings_file(base: str, port: int, out: Path) -> str:
