@@ -2,7 +2,7 @@
 bytes, localization against NudeNet's boxes, deletion and insertion AUC.
 
 Usage: ``python benchmarks/explain_cam.py [--rounds 5] [--device cpu|cuda] [--threads N]
-[--photos ../shared/data/images/photos]``
+[--photos ../shared/data/images/photos] [--people DIR]``
 
 Images: every colour or grey photo scikit-image ships in its wheel (CC0 / public domain,
 ``skimage/data/README.txt``), plus ``--photos`` when that folder exists. Reference boxes are
@@ -41,7 +41,9 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch and onnxruntime intra-op threads (0: default)")
-    ap.add_argument("--photos", type=Path, default=ROOT.parent / "shared" / "data" / "images" / "photos")
+    ap.add_argument("--photos", type=Path, default=ROOT.parent / "shared" / "data" / "images" / "photos",
+                    help="a folder of more photos (docs/explanations.md lists the public-domain photos of people used)")
+    ap.add_argument("--people", type=Path, help="a folder of photos of people (docs/explanations.md lists the public-domain ones used)")
     args = ap.parse_args()
 
     import torch
@@ -52,6 +54,12 @@ def main() -> None:
     if args.threads:
         torch.set_num_threads(args.threads)
     images = ev.photo_corpus(args.photos)
+    people_names = {"astronaut.png", "camera.png"}
+    if args.people is not None:
+        known = {name for name, _ in images}
+        extra = [(n, rgb) for n, rgb in ev.photo_corpus(args.people) if n not in known]
+        images += extra
+        people_names |= {n for n, _ in extra}
     served = OpenNSFW(prefer_gpu=args.device != "cpu", intra_op_threads=args.threads)
     copy = served.torch_copy(args.device)
     print(f"open_nsfw {served.model.version}: {len(images)} images; conversion {copy.convert_s:.2f} s; "
@@ -95,13 +103,31 @@ def main() -> None:
     print(f"\nLocalization vs NudeNet 320n boxes ({len(labelled)} images with a box: "
           + ", ".join(f"{i.name} [{i.source}]" for i in labelled) + ")")
     print(f"{'method':<10} {'threshold':>9} {'mean IoU':>9} {'IoU>=0.5':>9} {'pointing':>9}  per image (IoU)")
-    for threshold in (0.5, 0.15):
+    for threshold in (0.5, 0.15, 0.3, 0.7, 0.9):
         for method in ("gradcam++", "gradcam"):
             explainer = CamExplainer(copy, method)
             loc = ev.localization(explainer, labelled, threshold=threshold)
             explainer.close()
             per = " ".join(f"{n}={v:.2f}{'*' if hit else ''}" for n, v, hit in loc.per_image)
             print(f"{method:<10} {threshold:>9.2f} {loc.mean_iou:>9.3f} {loc.share_iou_50:>9.3f} {loc.pointing:>9.3f}  {per}")
+
+    for side in (0.5, 0.3):
+        loc = ev.centre_baseline(labelled, side)
+        per = " ".join(f"{n}={v:.2f}{'*' if hit else ''}" for n, v, hit in loc.per_image)
+        print(f"{loc.method:<10} {'-':>9} {loc.mean_iou:>9.3f} {loc.share_iou_50:>9.3f} {loc.pointing:>9.3f}  {per}")
+    people = [i for i in labelled if i.name in people_names]
+    if people:
+        print(f"\nOnly the photos of people ({len(people)}: scikit-image's astronaut and camera, and --people):")
+        for threshold in (0.5, 0.15):
+            for method in ("gradcam++", "gradcam"):
+                explainer = CamExplainer(copy, method)
+                loc = ev.localization(explainer, people, threshold=threshold)
+                explainer.close()
+                print(f"{method:<10} {threshold:>9.2f} {loc.mean_iou:>9.3f} {loc.share_iou_50:>9.3f} {loc.pointing:>9.3f}")
+        loc = ev.centre_baseline(people, 0.5)
+        print(f"{loc.method:<10} {'-':>9} {loc.mean_iou:>9.3f} {loc.share_iou_50:>9.3f} {loc.pointing:>9.3f}")
+    print("P(nsfw) of the torch copy per image with a box: "
+          + " ".join(f"{i.name}={copy.probabilities(preprocess(i.rgb)[None])[0][1]:.3f}" for i in labelled))
 
     print(f"\nDeletion / insertion AUC of P(nsfw) ({len(images)} images, 20 steps; deletion lower is better, insertion higher)")
     print(f"{'method':<10} {'deletion':>9} {'insertion':>10}")

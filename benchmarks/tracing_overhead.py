@@ -35,7 +35,7 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest
 from rtaudit.workers import tracing
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.obs_settings import TracingSettings
 from rtaudit.workers.settings import Settings
 

@@ -204,4 +204,7 @@ def explain_tables(photos: Path | None) -> list[Table]:
             faith.add_row(method, str(f.images), f"{f.deletion_auc:.4f}", f"{f.insertion_auc:.4f}")
         finally:
             explainer.close()
+    base = ev.centre_baseline(labelled)  # the bar: a centred box and point, no map
+    loc.add_row(base.method + " (no map)", "-", str(base.images), f"{base.mean_iou:.3f}", f"{base.share_iou_50:.3f}",
+                f"{base.pointing:.3f}", " ".join(f"{n}={v:.2f}{'*' if hit else ''}" for n, v, hit in base.per_image))
     return [loc, faith]

@@ -39,6 +39,12 @@ log = logging.getLogger(__name__)
 ROLE = "explain"
 GROUP_ID = "rtaudit-explain"
 IMAGE_LANES = tuple(lane_topic("image", lane) for lane in LANES)
+#: the role's fetch long-poll, ms. It is off the verdict path, so it waits longer than the local
+#: profile's 10 ms: the embedded broker does not answer a waiting fetch when data arrives, and every
+#: 10 ms fetch costs it CPU the hot path needs (``benchmarks/explain_latency.py``: the broker used
+#: 3-5 CPU s more per 45 s with the role's consumer at 10 ms). On Apache Kafka, which answers as
+#: soon as data arrives, the value only bounds an idle wait.
+FETCH_WAIT_MS = 250
 
 
 def image_parts(verdict: Verdict) -> list[str]:
@@ -132,7 +138,8 @@ def explain_loop(settings: Settings, stage: Any = None, group_id: str = GROUP_ID
     join = ExplainJoin(set(cfg.decisions), retention_ms=cfg.retention_ms, budget_bytes=cfg.held_bytes,
                        wait_ms=cfg.verdict_wait_ms)
     return BatchLoop(settings, group_id, [*IMAGE_LANES, VERDICTS, EXPLAIN_REQUESTS], lambda ctx: ExplainHandler(stage, join),
-                     role=ROLE, batch_size=cfg.batch_size, poll_timeout_s=0.1, control_role=ROLE)
+                     role=ROLE, batch_size=cfg.batch_size, poll_timeout_s=0.1, control_role=ROLE,
+                     **{"fetch.wait.max.ms": FETCH_WAIT_MS})
 
 
 def _cuda() -> bool:

@@ -9,6 +9,7 @@ consumer group and scales on its own.
 
 from __future__ import annotations
 
+import math
 from importlib import metadata
 
 import numpy as np
@@ -69,6 +70,18 @@ class OCRStage:
     #: which no line of text can be legible: such an image is read as no text without running
     #: the detector (a 1×100,000 strip, padded to 512×2048, cost the detector 3.5-6 s).
     min_text_side_px = 6
+    #: RapidOCR's detector scales an image's *short* side up to this many pixels (its
+    #: ``Det.limit_side_len``, ``limit_type: min``) before PP-OCRv4 detection.
+    det_short_side_px = 736
+    #: most pixels the detector's input may have after that upscaling: an image whose short side
+    #: would reach :attr:`det_short_side_px` only beyond it is scaled less, to this area. It is a
+    #: 736×1104 (3:2) input, so photos and pages up to 3:2 are read as RapidOCR's default reads
+    #: them, while a banner or a video frame is not blown up several times. Measured with 1
+    #: thread on this CPU (2 shared cores, ``benchmarks/ocr_detector_budget.py``): a 95×658
+    #: rendered line became a 736×2944 detector input and took 1.8-3.0 s, 0.3 s within the budget,
+    #: with the same text read; the demo's 19 OCR images took 6.4 CPU s instead of 10.1. The cost:
+    #: scikit-image's ``page.png`` (191×384, 2:1, text 10 px high) read 4 of its 5 lines instead of 5.
+    det_max_pixels = 736 * 1104
 
     def prepare(self, task: ModalityTask) -> FittedImage | FrameSet:
         """Load and decode the task's image, scaled to :attr:`max_side_px` and padded to
@@ -86,6 +99,7 @@ class OCRStage:
 
     def recognize(self, bgr: np.ndarray) -> list[tuple[str, float, tuple[int, int, int, int]]]:
         """``(text, confidence, (x, y, w, h))`` per recognized line, top to bottom; boxes in ``bgr``'s pixels."""
+        self._ocr.text_det.limit_side_len = self.detector_short_side(*bgr.shape[:2])
         result, _ = self._ocr(bgr, text_score=self.text_score)
         lines = []
         for quad, text, conf in result or []:
@@ -94,6 +108,17 @@ class OCRStage:
             box = (int(min(xs)), int(min(ys)), int(max(xs) - min(xs)), int(max(ys) - min(ys)))
             lines.append((str(text), float(conf), box))
         return lines
+
+    def detector_short_side(self, height: int, width: int) -> int:
+        """The short side, pixels, RapidOCR scales an image of ``height`` × ``width`` up to before
+        detection: :attr:`det_short_side_px`, or less where that would exceed :attr:`det_max_pixels`
+        (never below 32, the detector's stride; an image already at least that short side is not
+        scaled). Set on RapidOCR's detector before each image (it reads ``limit_side_len`` per call)."""
+        short = min(height, width)
+        if short <= 0:
+            return self.det_short_side_px
+        fitted = int(short * math.sqrt(self.det_max_pixels / (height * width)))
+        return max(32, min(self.det_short_side_px, fitted))
 
     def _lines(self, fitted: FittedImage) -> list[tuple[str, float, tuple[int, int, int, int]]] | BaseException:
         """The lines of one image with boxes in original-image pixels, or the exception it raised

@@ -86,6 +86,30 @@ def localization(explainer: CamExplainer, images: list[LabelledImage], target: s
                         float(np.mean([r[2] for r in rows])), tuple(rows))
 
 
+def centre_baseline(images: list[LabelledImage], side: float = 0.5) -> Localization:
+    """The localization a map with no information about the image gets: the centred box covering
+    ``side`` of the image's width and height, and the image centre as the pointing-game point
+    (photographers centre their subject, so this prior is the bar a heatmap must clear).
+
+    Raises:
+        ValueError: no image has a box; ``side`` outside ``(0, 1]``.
+    """
+    if not 0.0 < side <= 1.0:
+        raise ValueError(f"side {side} outside (0, 1]")
+    rows = []
+    for img in images:
+        if not img.boxes:
+            continue
+        h, w = img.rgb.shape[:2]
+        box = (int(w * (1 - side) / 2), int(h * (1 - side) / 2), int(w * side), int(h * side))
+        rows.append((img.name, max(iou(box, b) for b in img.boxes), any(inside((w // 2, h // 2), b) for b in img.boxes)))
+    if not rows:
+        raise ValueError("no image with a reference box")
+    ious = np.array([r[1] for r in rows])
+    return Localization(f"centre {side:.0%} box", len(rows), float(ious.mean()), float((ious >= 0.5).mean()),
+                        float(np.mean([r[2] for r in rows])), tuple(rows))
+
+
 @dataclass(frozen=True)
 class Faithfulness:
     """Mean deletion and insertion AUC of one method over ``images`` images."""

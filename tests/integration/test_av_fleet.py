@@ -143,6 +143,77 @@ def test_videos_and_an_animated_gif_get_verdicts_with_frame_times(audio_fleet) -
     assert all(e.time_s == (1.0, 1.5) and e.frame is not None for e in v.evidence if e.category in v.flagged and e.score >= 0.9)
 
 
+def camera_video(photos: tuple[str, str], *, seconds: float, fps: int, audio_codec: str, audio_rate: int, channels: int,
+                 size: tuple[int, int] = (1280, 720)) -> bytes:
+    """An H.264 MP4 shaped like the shared clips (1280×720, 20-25 fps, a compressed audio track):
+    a slow pan across one of scikit-image's photos (CC0), a cut to a second one halfway, and the
+    project's benign speech clip as ``audio_codec`` at ``audio_rate`` Hz, ``channels`` channels."""
+    import io
+    from fractions import Fraction
+
+    import av
+    from PIL import Image
+
+    from rtaudit.tools.demo.corpus import skimage_file
+
+    width, height = size
+    scenes = [Image.open(io.BytesIO(skimage_file(n))).convert("RGB").resize((width * 5 // 4, height * 5 // 4)) for n in photos]
+    n_frames = int(seconds * fps)
+    speech = clip("benign")
+    buf = io.BytesIO()
+    with av.open(buf, "w", format="mp4") as c:
+        v = c.add_stream("libx264", rate=fps, options={"preset": "veryfast"})
+        v.width, v.height, v.pix_fmt = width, height, "yuv420p"
+        layout = "mono" if channels == 1 else "stereo"
+        a = c.add_stream(audio_codec, rate=audio_rate, layout=layout)
+        for i in range(n_frames):
+            scene = scenes[0] if i < n_frames // 2 else scenes[1]
+            dx = (scene.width - width) * i // max(1, n_frames - 1)  # the camera pans left to right
+            frame = av.VideoFrame.from_image(scene.crop((dx, 0, dx + width, height)))
+            frame.pts, frame.time_base = i, Fraction(1, fps)
+            for pkt in v.encode(frame):
+                c.mux(pkt)
+        for pkt in v.encode(None):
+            c.mux(pkt)
+        formats = a.codec_context.codec.audio_formats
+        r = av.AudioResampler(format=formats[0].name if formats else "fltp", layout=layout, rate=audio_rate)
+        block = av.AudioFrame.from_ndarray((np.clip(speech, -1, 1) * 32767).astype(np.int16).reshape(1, -1), format="s16", layout="mono")
+        block.sample_rate = 16_000
+        for g in r.resample(block) + r.resample(None):
+            for pkt in a.encode(g):
+                c.mux(pkt)
+        for pkt in a.encode(None):
+            c.mux(pkt)
+    return buf.getvalue()
+
+
+def test_camera_like_videos_get_complete_verdicts_with_frame_evidence(audio_fleet) -> None:  # type: ignore[no-untyped-def]
+    """The generated twin of the shared-video test below (which needs ../shared/data): two videos
+    shaped like those clips (1280×720 H.264, AAC stereo 48 kHz / MP3 mono 16 kHz), rendered here
+    with PyAV, get complete verdicts with frame and audio evidence; their benign content is allowed."""
+    fleet, settings = audio_fleet
+    videos = {
+        "pan-aac.mp4": camera_video(("astronaut.png", "coffee.png"), seconds=5.3, fps=25, audio_codec="aac",
+                                    audio_rate=48_000, channels=2),
+        "pan-mp3.mp4": camera_video(("rocket.jpg", "chelsea.png"), seconds=6.0, fps=20, audio_codec="libmp3lame",
+                                    audio_rate=16_000, channels=1),
+    }
+    requests = [request(data, name, kind="video") for name, data in videos.items()]
+    got = submit_and_wait(settings, requests)
+    assert not fleet.exited()
+    for r in requests:
+        v = got[r.request_id]
+        name = r.media[0].name
+        assert v.complete and v.decision == "allow", (name, v.decision, v.categories, v.reasons)
+        frames = sorted({p.split("#frame:")[1] for p in v.parts if "#frame:" in p}, key=int)
+        assert len(frames) >= 5, (name, v.parts)  # one a second at least, and the cut
+        assert all(v.parts[f"{stage}/video:0#frame:{f}"] == "ok" for f in frames for stage in ("image", "ocr")), v.parts
+        assert v.parts["audio/video:0#audio"] == "ok", v.parts
+        sampled = [e for e in v.evidence if e.label == "video"]
+        assert sampled and "1280x720" in (sampled[0].text or "") and "audio track: yes" in (sampled[0].text or ""), sampled
+        assert any(e.label == "transcript" and "morning" in (e.text or "").lower() for e in v.evidence), v.evidence
+
+
 def test_the_shared_videos_get_complete_verdicts_with_frame_evidence(audio_fleet, data_dir) -> None:  # type: ignore[no-untyped-def]
     fleet, settings = audio_fleet
     paths = sorted((data_dir / "video").glob("*.mp4"))

@@ -215,6 +215,110 @@ def test_fleet_keeps_running_after_bad_input(fleet, core_run) -> None:  # type: 
     assert got[rid][0].decision in ("review", "block") and "offensive" in got[rid][0].flagged
 
 
+# ---------------------------------------------------------------- generated twin of the evaluation corpus
+
+#: the twelve photos of ``../shared/data/images/photos``, which are scikit-image's own files: read here from its wheel.
+ALL_PHOTOS = ("astronaut.png", "brick.png", "camera.png", "chelsea.png", "clock_motion.png", "coffee.png", "coins.png",
+              "grass.png", "gravel.png", "hubble_deep_field.jpg", "retina.jpg", "rocket.jpg")
+#: a page of printed text (the shared corpus has Tesseract's phototest.tif): rendered by the test.
+PAGE_LINES = (
+    "This page was printed to test the OCR stage.",
+    "The quick brown dog jumped over the lazy fox.",
+    "Meeting at 10:30 in room 204, bring the budget.",
+    "Delivery expected on Friday 12 June 2026.",
+)
+CLEAN_TEMPLATES = (
+    "Could you send me the {thing} before {when}?", "Thanks for the {thing}, it arrived {when}.",
+    "The {thing} looks great, see you {when}.", "I left the {thing} on your desk {when}.",
+    "Is the {thing} still available {when}?",
+)
+OFFENSIVE_TEMPLATES = (
+    "You are a {adj} {noun}.", "Shut up, you {adj} {noun}.", "Nobody asked you, {adj} {noun}.",
+    "Get lost, {noun}, you are so {adj2}.", "What a {adj} {noun} you are.",
+)
+THINGS = ("report", "parcel", "photos", "invoice", "slides", "keys", "recipe", "tickets")
+WHENS = ("tomorrow", "this morning", "on Monday", "next week", "tonight", "after lunch")
+ADJS = ("stupid", "fucking", "pathetic", "worthless", "dumb")
+ADJ2S = ("stupid", "pathetic", "dumb", "useless")
+NOUNS = ("idiot", "moron", "loser", "bitch", "asshole", "dickhead")
+
+
+def generated_texts(n: int = 200, seed: int = 38) -> list[tuple[str, bool]]:
+    """``n`` texts (half clean, half offensive; whether offensive) from the templates above, seeded."""
+    import random
+
+    rng = random.Random(seed)
+    out = [(rng.choice(CLEAN_TEMPLATES).format(thing=rng.choice(THINGS), when=rng.choice(WHENS)), False) for _ in range(n // 2)]
+    out += [(rng.choice(OFFENSIVE_TEMPLATES).format(adj=rng.choice(ADJS), adj2=rng.choice(ADJ2S), noun=rng.choice(NOUNS)), True)
+            for _ in range(n - n // 2)]
+    rng.shuffle(out)
+    return out
+
+
+def render_page(lines: tuple[str, ...], size_px: int = 28) -> bytes:
+    """A white PNG page with ``lines`` in Pillow's bundled font, ``size_px`` pixels high."""
+    import io
+
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=size_px)
+    width = max(int(font.getlength(line)) for line in lines) + 80
+    img = Image.new("RGB", (width, 60 + len(lines) * (size_px * 2)), "white")
+    draw = ImageDraw.Draw(img)
+    for k, line in enumerate(lines):
+        draw.text((40, 30 + k * size_px * 2), line, fill="black", font=font)
+    buf = io.BytesIO()
+    img.save(buf, format="PNG")
+    return buf.getvalue()
+
+
+@pytest.fixture(scope="module")
+def generated_run(fleet):  # type: ignore[no-untyped-def]
+    """The evaluation corpus's shape, made here (runs on a bare clone): 200 texts from templates,
+    the twelve photos from scikit-image's wheel and a rendered page, in one burst."""
+    _, settings = fleet
+    run = f"gen-{uuid.uuid4().hex[:8]}"
+    photos = {f"{run}-img-{Path(n).stem}": n for n in ALL_PHOTOS}
+    texts = {f"{run}-txt-{i:03d}": row for i, row in enumerate(generated_texts())}
+    page = f"{run}-page"
+    requests = [image_request(skimage_file(n), n, rid) for rid, n in photos.items()]
+    requests.append(image_request(render_page(PAGE_LINES), "page.png", page))
+    requests += [AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=now_ms(), text=t) for rid, (t, _) in texts.items()]
+    out = publish_and_collect(settings, requests, {})
+    return dict(out, run=run, photos=photos, texts=texts, page=page)
+
+
+def test_exactly_one_verdict_per_request_on_the_generated_corpus(generated_run) -> None:  # type: ignore[no-untyped-def]
+    assert len(generated_run["expected"]) == 200 + len(ALL_PHOTOS) + 1
+    assert_exactly_one_verdict_each(generated_run)
+
+
+def test_all_twelve_photos_are_allowed(generated_run) -> None:  # type: ignore[no-untyped-def]
+    for rid, name in generated_run["photos"].items():
+        v: Verdict = generated_run["got"][rid][0]
+        assert v.complete, (name, v.reasons)
+        assert v.decision == "allow", (name, v.categories, v.reasons)
+        assert set(v.parts) == {"image/image:0", "ocr/image:0"}
+
+
+def test_a_rendered_page_is_read_line_by_line(generated_run) -> None:  # type: ignore[no-untyped-def]
+    v: Verdict = generated_run["got"][generated_run["page"]][0]
+    assert v.complete and v.decision == "allow", (v.reasons, v.categories)
+    read = " ".join(" ".join(_ocr_lines(v)).split()).lower()
+    for line in PAGE_LINES:  # PP-OCR may drop a space at a wide word gap: compare without spaces
+        assert line.lower().replace(" ", "") in read.replace(" ", ""), (line, _ocr_lines(v))
+
+
+def test_generated_offensive_texts_are_flagged_and_clean_ones_allowed(generated_run) -> None:  # type: ignore[no-untyped-def]
+    flagged: dict[bool, list[bool]] = {True: [], False: []}
+    for rid, (text, offensive) in generated_run["texts"].items():
+        v: Verdict = generated_run["got"][rid][0]
+        assert v.complete and v.parts == {"text/text:0": "ok"}, (text, v.reasons)
+        flagged[offensive].append(v.decision != "allow")
+    assert len(flagged[True]) == len(flagged[False]) == 100
+    assert sum(flagged[True]) >= 95 and sum(flagged[False]) <= 5, (sum(flagged[True]), sum(flagged[False]))
+
+
 # ---------------------------------------------------------------- evaluation: ../shared/data
 
 

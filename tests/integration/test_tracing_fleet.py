@@ -20,8 +20,8 @@ from rtaudit.engine.clock import now_ms
 from rtaudit.schemas.messages import AuditRequest, MediaItem
 from rtaudit.workers import tracing
 from rtaudit.workers.client import AuditClient, verdict_reader
-from rtaudit.workers.demo import render_text_image, skimage_file
-from rtaudit.workers.fleet import Fleet
+from rtaudit.tools.demo.corpus import render_text_image, skimage_file
+from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.obs_settings import TracingSettings
 from rtaudit.workers.settings import Settings
 
