@@ -457,8 +457,3 @@ def history(
     for row in view.history_rows(records, subject, limit):
         table.add_row(*map(escape, row.cells()), style=None if row.accepted else "red")
     console.print(table)
-
-
-from rtaudit.cli.breaker import breaker_app  # noqa: E402  (its commands use the helpers above)
-
-control_app.add_typer(breaker_app, name="breaker")

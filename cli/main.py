@@ -31,7 +31,10 @@ app.command("eval")(eval_text)
 from rtaudit.cli.harness import bench, chaos, fuzz  # noqa: E402  (rtaudit bench|fuzz|chaos)
 for _harness in (bench, fuzz, chaos):
     app.command()(_harness)
+from rtaudit.cli.breaker import breaker_app  # noqa: E402  (rtaudit control breaker set|trip|reset|clear)
 from rtaudit.cli.control import control_app  # noqa: E402  (rtaudit control rollout|policy|priority|status|history)
+
+control_app.add_typer(breaker_app, name="breaker")
 app.add_typer(control_app, name="control")
 from rtaudit.cli.model import model_app  # noqa: E402  (rtaudit model package|publish|list|verify)
 app.add_typer(model_app, name="model")

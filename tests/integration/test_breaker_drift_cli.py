@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from rtaudit.engine.policy import Breaker
 from rtaudit.schemas.control import DriftStatus
-from rtaudit.workers import cli_control
+from rtaudit.cli import control as cli_control
 from rtaudit.cli.main import app
 from rtaudit.workers.control import ControlPlane, read_state
 from rtaudit.workers.settings import Settings
