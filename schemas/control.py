@@ -25,8 +25,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rtaudit.engine.policy import QuotaPolicy, TenantPolicy
 from rtaudit.schemas.messages import EpochMs, Lane
+from rtaudit.schemas.policy import QuotaPolicy, TenantPolicy
 
 #: stages whose model the control topic can change.
 CONTROL_STAGES = ("text", "image", "ocr")

@@ -111,7 +111,7 @@ def package(
     dest = out or Path("bundles") / f"{stage}-{version}"
     started = time.monotonic()
     try:
-        path = package_stage(stage, version, dest, runtime=runtime, from_dir=from_dir, settings=s,
+        path = package_stage(stage, version, dest, runtime=runtime, from_dir=from_dir, options=s.stage_options(),
                              params=_json_arg(params, "--params"), inputs=inputs, golden=given,
                              record=not no_golden, tolerance=tolerance)
         manifest = verify(path)
@@ -198,7 +198,7 @@ def verify_(
         console.print(f"{m.stage} {m.version} ({m.runtime.kind}): {len(m.files)} files verified, "
                       f"sha256 {bundle_sha256(bundle)}", highlight=False)
         if load:
-            r = ready_stage(bundle, settings_or_exit(config))
+            r = ready_stage(bundle, settings_or_exit(config).stage_options())
             warm = ", ".join(f"{n}: {ms:.0f} ms" for n, ms in r.warm_ms.items())
             console.print(f"loaded in {r.load_ms:.0f} ms; golden {r.golden} cases ok in {r.golden_ms:.0f} ms; "
                           f"warm-up per batch size {warm}", highlight=False)

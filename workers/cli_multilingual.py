@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.workers.cli_common import MarkdownConsole
+from rtaudit.workers.cli_common import MarkdownConsole, settings_or_exit
 
 
 def text_train_multilingual(
@@ -23,7 +23,7 @@ def text_train_multilingual(
     from rtaudit.engine.text import multilingual_data as MD
     from rtaudit.engine.text.multilingual_train import train_all
 
-    root = data or MD.default_data_dir()
+    root = data or MD.default_data_dir(settings_or_exit(None).multilingual_data)
     langs = tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else ML.LANGUAGES
     unknown = [x for x in langs if x not in ML.LANGUAGES]
     if unknown:
@@ -50,7 +50,7 @@ def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Pat
     from rtaudit.engine.text import multilingual_data as MD
     from rtaudit.engine.text import multilingual_train as MT
 
-    root = data or MD.default_data_dir()
+    root = data or MD.default_data_dir(settings_or_exit(None).multilingual_data)
     gone = MD.missing(root)
     if gone:
         console.print(f"[yellow]per-language table skipped: {gone[0]} not found (set ${MD.DATA_ENV}; "

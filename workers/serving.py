@@ -64,7 +64,7 @@ def bundle_loader(settings: Settings) -> Loader:
         from rtaudit.engine.bundle import uri_path
         from rtaudit.engine.bundle_stage import ready_stage
 
-        ready = ready_stage(uri_path(ref.uri), settings, sha256=ref.sha256)
+        ready = ready_stage(uri_path(ref.uri), settings.stage_options(), sha256=ref.sha256)
         log.info("%s bundle %s: verified in %.0f ms, loaded in %.0f ms, %d golden cases in %.0f ms, warm-up ms per "
                  "batch size %s", ref.stage, ref.version, ready.verify_ms, ready.load_ms, ready.golden,
                  ready.golden_ms, ready.warm_ms)

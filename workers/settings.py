@@ -15,7 +15,7 @@ import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
@@ -32,6 +32,9 @@ from rtaudit.engine.policy import (
 )
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
 from rtaudit.workers.security import SecuritySettings
+
+if TYPE_CHECKING:
+    from rtaudit.engine.bundle_stage import StageOptions
 
 #: Loopback port of the embedded broker when no external bootstrap is configured.
 EMBEDDED_PORT = 19092
@@ -380,6 +383,16 @@ class Settings(BaseSettings):
     #: ``benchmarks/int8_encoder.py`` when the encoder runs on CPU, fp32 on CUDA). The choice is
     #: part of the text model's version string, so each partial names what served it.
     text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
+    #: folder of the built models (the MiniLM ONNX graphs of ``rtaudit text build-encoder``) and of the
+    #: embedding memos of training and ``rtaudit eval``; unset: ``~/.cache/rtaudit``. The container image
+    #: sets it (``RTAUDIT_CACHE``) to where its build step exported the graphs.
+    cache: Path | None = None
+    #: root of the threat and self-harm sets of training and evaluation (fetched by hand:
+    #: docs/text-moderation.md); unset: ``~/.cache/rtaudit/data``. ``--safety-data`` wins.
+    safety_data: Path | None = None
+    #: root of the per-language abuse sets (docs/text-moderation.md, "Other languages"); unset:
+    #: ``~/.cache/rtaudit/multilingual``. ``--data`` of the multilingual commands wins.
+    multilingual_data: Path | None = None
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     av: TimedMediaSettings = Field(default_factory=TimedMediaSettings)
@@ -453,6 +466,14 @@ class Settings(BaseSettings):
             return self.batch.config(stage)
         return self.batch.config(stage, max_size=limit)
 
+    def stage_options(self) -> StageOptions:
+        """How this process builds a model bundle's stage (:func:`rtaudit.engine.bundle_stage.load_stage`)."""
+        from rtaudit.engine.bundle_stage import StageOptions
+
+        return StageOptions(prefer_gpu=self.prefer_gpu, intra_op_threads=self.model_threads(),
+                            encoder_precision=self.text_encoder_precision, media_policy=self.media.policy(),
+                            cache=self.cache)
+
     def model_threads(self) -> int:
         """onnxruntime intra-op threads each model session of this process gets.
 
@@ -493,12 +514,9 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
 #: ``RTAUDIT_*`` environment variables that are not settings fields (read elsewhere, documented there).
 OTHER_ENV_VARS = frozenset({
     "RTAUDIT_CONFIG",  # the settings file (this module)
-    "RTAUDIT_CACHE",  # built-model cache directory (engine/text/encoder.py)
     "RTAUDIT_BROKER_LOG",  # RUST_LOG of the embedded broker (workers/broker.py)
     "RTAUDIT_REQUIRE_SHARED_DATA",  # tests: a missing ../shared is a failure (tests/conftest.py)
-    "RTAUDIT_SAFETY_DATA",  # the threat and self-harm sets (engine/text/data.py)
     "RTAUDIT_REQUIRE_SAFETY_DATA",  # tests: missing threat/self-harm sets are a failure (tests/conftest.py)
-    "RTAUDIT_MULTILINGUAL_DATA",  # the per-language abuse sets (engine/text/multilingual_data.py)
     "RTAUDIT_REQUIRE_MULTILINGUAL_DATA",  # tests: missing per-language sets are a failure (tests/conftest.py)
 })
 ENV_PREFIX = "RTAUDIT_"

