@@ -11,7 +11,6 @@ before anything is published. What the tables show is built in :mod:`rtaudit.wor
 from __future__ import annotations
 
 import getpass
-import logging
 import socket
 import time
 from pathlib import Path

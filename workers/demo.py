@@ -70,7 +70,15 @@ def render_text_image(text: str, size_px: int = 36) -> bytes:
 
 
 def skimage_file(name: str) -> bytes:
-    return resources.files("skimage").joinpath("data", name).read_bytes()
+    """The bytes of scikit-image's bundled photo ``name`` (the ``demo`` extra).
+
+    Raises:
+        RuntimeError: scikit-image is not installed (``pip install 'rtaudit[demo]'``).
+    """
+    try:
+        return resources.files("skimage").joinpath("data", name).read_bytes()
+    except ModuleNotFoundError as exc:
+        raise RuntimeError("the demo photos come from scikit-image: pip install 'rtaudit[demo]'") from exc
 
 
 def demo_texts() -> list[tuple[str, str]]:

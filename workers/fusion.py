@@ -37,7 +37,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.fusion import Fusion
-from rtaudit.engine.fusion_table import Decision, PendingTable
+from rtaudit.engine.fusion_table import DecidedRequest, PendingTable
 from rtaudit.schemas.codec import decode_scores_record, encode
 from rtaudit.schemas.errors import AuditError
 from rtaudit.topics.catalog import SCORES, VERDICTS
@@ -202,7 +202,7 @@ class FusionLoop(BatchLoop):
                 out.append(TopicPartition(SCORES, p, offset))
         return out
 
-    def _emit(self, decision: Decision, partition: int) -> None:
+    def _emit(self, decision: DecidedRequest, partition: int) -> None:
         verdict = decision.verdict
         self.produce(VERDICTS, verdict.request_id.encode(), encode(verdict), partition)
         metrics.VERDICTS.labels(verdict.decision, str(verdict.complete).lower()).inc()

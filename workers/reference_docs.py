@@ -12,7 +12,6 @@ what this module renders::
 
 from __future__ import annotations
 
-import ast
 import inspect
 import re
 import sys

@@ -39,7 +39,8 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -159,11 +160,19 @@ class Span:
 
 @dataclass(frozen=True)
 class TextScore:
-    """One text's result: ``scores`` category → calibrated probability; ``spans`` best first."""
+    """One text's result, read-only (:meth:`TextScorer.score` builds each one whole; to change one, build a
+    new one with :func:`dataclasses.replace`).
 
-    scores: dict[str, float]
-    spans: list[Span] = field(default_factory=list)
-    language: str = "en"  # "en" | "zh" | one of multilingual.LANGUAGES | "other"
+    Attributes:
+        scores: category → calibrated probability in ``[0, 1]`` (rounded to 4 decimals).
+        spans: evidence, in the order the models found it.
+        language: ``"en"`` | ``"zh"`` | one of ``multilingual.LANGUAGES`` | ``"other"``: the route taken.
+        normalized: the normalized text the models read.
+    """
+
+    scores: Mapping[str, float]
+    spans: tuple[Span, ...] = ()
+    language: str = "en"
     normalized: str = ""
 
 
@@ -367,13 +376,15 @@ class TextScorer:
         en_scores, en_spans = self._english_documents([norm[i] for i in en_idx], evidence)
         zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
         other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
-        results: list[TextScore | None] = [None] * len(texts)
+        # each text's scores, route and spans are gathered here, then frozen into one TextScore per text
+        scores: list[dict[str, float]] = [{} for _ in texts]
+        spans: list[list[Span]] = [[] for _ in texts]
         for i, p in zip(other_idx, other_scores):
-            results[i] = TextScore({"offensive": round(float(p), 4)}, [], "other", norm[i].text)
+            scores[i] = {"offensive": round(float(p), 4)}
         for i, row in zip(en_idx, en_scores):
-            results[i] = TextScore({c: round(float(v), 4) for c, v in zip(self.categories, row)}, [], "en", norm[i].text)
+            scores[i] = {c: round(float(v), 4) for c, v in zip(self.categories, row)}
         for i, p in zip(zh_idx, zh_scores):
-            results[i] = TextScore({"offensive": round(float(p), 4)}, [], "zh", norm[i].text)
+            scores[i] = {"offensive": round(float(p), 4)}
         # other languages: the language's n-gram model; in Cyrillic, Arabic and Devanagari text the lexical
         # score where that is higher (English profanity written among the other script's words); not in
         # Latin-script text, where the English lexical model reads "die", "ho", "con" as English profanity
@@ -384,29 +395,28 @@ class TextScorer:
             idx = [i for i in lang_idx if routes[i] == lang]
             lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
         for i, lex in zip(lang_idx, lang_lex):
-            results[i] = TextScore({"offensive": round(float(max(lang_scores[i], lex)), 4)}, [], routes[i], norm[i].text)
+            scores[i] = {"offensive": round(float(max(lang_scores[i], lex)), 4)}
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
         # ``offensive`` wins
         mixed = [(i, v) for i in en_idx + other_idx + lang_idx if (v := han_view(norm[i])) is not None]
         mixed_scores = self.zh.predict([v.text for _, v in mixed]) if mixed else []
         for (i, view), p in zip(mixed, mixed_scores):
-            res = results[i]
-            if p > res.scores.get("offensive", 0.0):  # type: ignore[union-attr]
-                res.scores["offensive"] = round(float(p), 4)  # type: ignore[union-attr]
+            if p > scores[i].get("offensive", 0.0):
+                scores[i]["offensive"] = round(float(p), 4)
                 if evidence and p >= self.evidence_min:
-                    res.spans.extend(self._chinese_spans(view, float(p)))  # type: ignore[union-attr]
+                    spans[i].extend(self._chinese_spans(view, float(p)))
         if evidence:
-            for i, spans in zip(en_idx, en_spans):
-                results[i].spans.extend(spans)  # type: ignore[union-attr]
+            for i, found in zip(en_idx, en_spans):
+                spans[i].extend(found)
             for i, p in zip(zh_idx, zh_scores):
                 if p >= self.evidence_min:
-                    results[i].spans.extend(self._chinese_spans(norm[i], float(p)))  # type: ignore[union-attr]
+                    spans[i].extend(self._chinese_spans(norm[i], float(p)))
             for i in lang_idx:
                 p = float(lang_scores[i])
                 if p >= self.evidence_min:
                     model = self.languages.models[routes[i]]
-                    results[i].spans.extend(self._char_spans(model, lang_views[i], p, words=True))  # type: ignore[union-attr]
-        return results  # type: ignore[return-value]
+                    spans[i].extend(self._char_spans(model, lang_views[i], p, words=True))
+        return [TextScore(scores[i], tuple(spans[i]), routes[i], norm[i].text) for i in range(len(texts))]
 
 
 def throughput(scorer: TextScorer, texts: list[str], batch_size: int) -> float:

@@ -61,7 +61,7 @@ def make_bundles(stage: str, n: int, root: Path, runtime: str | None, options: S
 def run(stage: str, swaps: int, runtime: str | None = None, trim: bool = False,
         batch_sizes: tuple[int, ...] | None = None, config: str | None = None) -> list[dict[str, float | str | int]]:
     """The series: one row per state (swap 0 = the first version ready), see the module docstring."""
-    from rtaudit.engine.bundle_stage import StageOptions, ready_stage, reclaim_memory
+    from rtaudit.engine.bundle_stage import ready_stage, reclaim_memory
     from rtaudit.workers.settings import load_settings
 
     settings = load_settings(config).stage_options()
