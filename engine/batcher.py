@@ -95,10 +95,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Generic, Literal, TypeVar
 
-from rtaudit.engine.batcher_config import BatcherConfig  # noqa: F401  (re-exported: part of the batcher's API)
+from rtaudit.engine.batcher_config import BatcherConfig as BatcherConfig  # part of the batcher's API
 from rtaudit.engine.clock import now_ms as wall_now_ms
 from rtaudit.engine.cost_model import CostModel  # noqa: F401  (re-exported: part of the batcher's API)
-from rtaudit.engine.lane_queue import LaneName, LaneQueue, Pending  # noqa: F401  (re-exported: part of the batcher's API)
+from rtaudit.engine.lane_queue import LaneName as LaneName, LaneQueue as LaneQueue, Pending as Pending  # the batcher's API
 
 T = TypeVar("T")
 LANE_NAMES: tuple[LaneName, LaneName] = ("hi", "lo")

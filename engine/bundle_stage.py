@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtaudit.engine.bundle import (
     BundleCorrupt,
@@ -40,6 +40,9 @@ from rtaudit.engine.media import MediaPolicy
 from rtaudit.engine.models import ModelStage, StageOutput
 from rtaudit.engine.stage import process_batch
 from rtaudit.schemas.messages import MediaItem, ModalityTask, ModelRef
+
+if TYPE_CHECKING:
+    from rtaudit.engine.text.scoring import TextScorer
 
 #: the text golden set made in code: benign and abusive English, evasions, Chinese, another script, empty.
 GOLDEN_TEXTS: tuple[str, ...] = (
@@ -121,7 +124,7 @@ class NullBundleStage:
         return self._inner.infer(inputs)
 
 
-def _text_scorer(root: Path, manifest: BundleManifest, o: StageOptions):  # type: ignore[no-untyped-def]
+def _text_scorer(root: Path, manifest: BundleManifest, o: StageOptions) -> TextScorer:
     from rtaudit.engine.text.heads import ArtifactError
     from rtaudit.engine.text.scoring import TextScorer
 
@@ -173,7 +176,7 @@ def load_stage(path: Path | str, options: StageOptions | None = None, *, sha256:
         stage.model = ModelRef(name="rapidocr-ppocrv4+rtaudit-text", version=m.version)
     else:  # pragma: no cover - the manifest's Literal rules it out
         raise BundleCorrupt(f"unknown runtime {kind}")
-    return stage  # type: ignore[no-any-return]
+    return stage  # type: ignore[no-any-return]  # stage is one of the branches' stages, all ModelStage (declared Any to share the name)
 
 
 def _tasks(inputs: Sequence[GoldenInput], prefix: str) -> list[ModalityTask]:
@@ -445,9 +448,9 @@ def package_stage(stage: str, version: str, out_dir: Path | str, *, runtime: str
     params = dict(default_params(kind) if params is None else params)
     common = dict(input_spec=INPUT_SPECS[kind], tolerance=tolerance)
     if not record:
-        return package(stage, version, files, list(golden), out_dir, spec, params, **common)  # type: ignore[arg-type]
+        return package(stage, version, files, list(golden), out_dir, spec, params, **common)  # type: ignore[arg-type]  # **common holds input_spec (a dict) and tolerance (a float): mypy joins them as object
     with tempfile.TemporaryDirectory(prefix="rtaudit-bundle-") as tmp:
-        draft = package(stage, version, files, [], Path(tmp) / "draft", spec, params, **common)  # type: ignore[arg-type]
+        draft = package(stage, version, files, [], Path(tmp) / "draft", spec, params, **common)  # type: ignore[arg-type]  # **common holds input_spec (a dict) and tolerance (a float): mypy joins them as object
         draft_manifest = verify(draft)
         loaded = load_stage(draft, options, manifest=draft_manifest)
         if golden:
@@ -458,4 +461,4 @@ def package_stage(stage: str, version: str, out_dir: Path | str, *, runtime: str
             if isinstance(out, str):
                 raise BundleError(f"cannot record golden input {i} ({x.summary()}): {out}")
             cases.append(GoldenCase(input=x, expected=out))
-        return package(stage, version, files, list(golden) + cases, out_dir, spec, params, **common)  # type: ignore[arg-type]
+        return package(stage, version, files, list(golden) + cases, out_dir, spec, params, **common)  # type: ignore[arg-type]  # **common holds input_spec (a dict) and tolerance (a float): mypy joins them as object

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from rtaudit.schemas.policy import (  # noqa: F401  (the contracts, used through this module by the engine and workers)
-    DEFAULT_THRESHOLDS, QuotaPolicy, TenantPolicy, Threshold, stricter,
+from rtaudit.schemas.policy import (  # the contracts, used through this module by the engine and workers
+    DEFAULT_THRESHOLDS as DEFAULT_THRESHOLDS, QuotaPolicy as QuotaPolicy, TenantPolicy as TenantPolicy,
+    Threshold as Threshold, stricter as stricter,
 )
 
 #: every category a policy may name: the default thresholds' keys (``profanity`` included: the

@@ -42,7 +42,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from rtaudit.schemas.policy import QuotaLimit  # noqa: F401  (the contract this module meters; imported from here too)
+from rtaudit.schemas.policy import QuotaLimit as QuotaLimit  # the contract this module meters; imported from here too
 
 #: Tolerance on token counts (float refills of 1/rate steps).
 _EPS = 1e-9

@@ -60,8 +60,8 @@ def _partial(
         evidence = [Evidence(**{**e.model_dump(), **({} if e.time_s is not None else place), "part": task.part})
                     for e in output.evidence]
     return PartialScore(
-        request_id=task.request_id, tenant_id=task.tenant_id, part=task.part, stage=stage.stage,  # type: ignore[arg-type]
-        model=stage.model, status=status,  # type: ignore[arg-type]
+        request_id=task.request_id, tenant_id=task.tenant_id, part=task.part, stage=stage.stage,
+        model=stage.model, status=status,
         scores=output.scores if output is not None else {},
         evidence=evidence,
         error_code=str(error.code) if error else None, error=error.message if error else None,

@@ -48,7 +48,7 @@ def subject_kind(subject: str) -> tuple[SubjectKind, str]:
     if m is None:
         raise ValueError(f"unknown control subject {subject!r}: expected model:<stage>, rollout:<stage> "
                          f"(stage in {', '.join(CONTROL_STAGES)}), policy:<tenant> or priority:<tenant>")
-    return (m.group(1) or m.group(3)), (m.group(2) or m.group(4))  # type: ignore[return-value]
+    return (m.group(1) or m.group(3)), (m.group(2) or m.group(4))  # type: ignore[return-value]  # the regex's groups are exactly the SubjectKind literals
 
 
 class BundleRef(_Strict):

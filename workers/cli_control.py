@@ -71,7 +71,7 @@ def _subject(kind: str, name: str) -> str:
     return subject
 
 
-def _state(s: Settings):  # type: ignore[no-untyped-def]
+def _state(s: Settings):
     from rtaudit.workers.control import read_state
 
     try:
@@ -361,7 +361,7 @@ class _Fleet:
         from rtaudit.topics.catalog import CONTROL, STATUS
 
         self.control, self.status = _Tail(s, CONTROL), _Tail(s, STATUS)
-        self.state, self.beats = ControlState(), {}  # type: ignore[var-annotated]
+        self.state, self.beats = ControlState(), {}  # type: ignore[var-annotated]  # both fields are typed on the class
 
     def refresh(self) -> None:
         from rtaudit.schemas.control import Heartbeat

@@ -121,7 +121,7 @@ def explain(
         raise typer.Exit(1)
 
 
-def demo_explanations(settings, items, got, log_dir: Path, timeout_s: float = 120.0) -> int:  # type: ignore[no-untyped-def]
+def demo_explanations(settings, items, got, log_dir: Path, timeout_s: float = 120.0) -> int:
     """The demo's explain step: wait for the heatmaps of the ``review``/``block`` verdicts with
     image parts (``got``: request id → (verdict, arrival)), ask one on demand for the first photo,
     print a line each and draw every ``ok`` one over its image into ``log_dir``. Returns how many

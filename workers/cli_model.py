@@ -28,7 +28,7 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="setti
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="model store directory (default: <state_dir>/models)")]
 
 
-def _store(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
+def _store(store: Path | None, config: Path | None):
     from rtaudit.engine.bundle import ModelStore
 
     return ModelStore(store if store is not None else Path(settings_or_exit(config).state_dir) / "models")
@@ -38,7 +38,7 @@ def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024  # type: ignore[assignment]  # n becomes a float of KiB/MiB for printing
     return str(n)  # pragma: no cover
 
 

@@ -44,7 +44,7 @@ def text_train_multilingual(
         Console().print(f"[yellow]{lang}: not retrained ({why}); the shipped model is kept[/yellow]")
 
 
-def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Path | None, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Path | None, quick: bool) -> None:
     """The per-language table of ``rtaudit eval``: held-out test split (P/R/F1 through the whole scorer)
     and the benign-sentence false-positive rate; one line instead when the data is missing."""
     from rtaudit.engine.text import multilingual_data as MD

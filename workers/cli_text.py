@@ -274,7 +274,7 @@ def eval_text(
     out.print(f"eval took {time.perf_counter() - started:.1f} s")
 
 
-def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def _whole_document_table(out, scorer, quick: bool) -> None:
     """``rtaudit eval``'s whole-document table: each flagged sentence alone and inside 5,000 benign words
     (1,000 with ``quick``) at the start, middle and end (:mod:`rtaudit.engine.text.long_document`)."""
     from rtaudit.engine.text import long_document as LD
@@ -292,7 +292,7 @@ def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-
     out.print(t)
 
 
-def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:
     """The threat and self-harm tables of ``rtaudit eval``: held-out splits (and ToxiGen's implicit hate where its
     files are there), benign list, the issue's probes."""
     from rtaudit.engine.policy import DEFAULT_THRESHOLDS

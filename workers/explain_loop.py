@@ -53,7 +53,7 @@ class ExplainLoop(BatchLoop):
     """The explain role's batch loop (module doc). ``stage``: an
     :class:`rtaudit.engine.explain.stage.ExplainStage` (built from the settings when ``None``)."""
 
-    def __init__(self, settings: Settings, stage=None, group_id: str = GROUP_ID) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, settings: Settings, stage=None, group_id: str = GROUP_ID) -> None:
         cfg = settings.explain
         super().__init__(settings, group_id, [*IMAGE_LANES, VERDICTS, EXPLAIN_REQUESTS],
                          batch_size=cfg.batch_size, poll_timeout_s=0.1, control_role=ROLE)

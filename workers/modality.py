@@ -172,7 +172,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
             log.warning("%s: audit.control not read to its end within %.0f s", role, CONTROL_CATCH_UP_S)
         await loop.run_in_executor(None, serving.wait_settled, MODEL_LOAD_TIMEOUT_S)
 
-    app.on_first_start = load_before_join  # type: ignore[method-assign]
+    app.on_first_start = load_before_join  # type: ignore[method-assign]  # Faust's App.on_first_start is the documented hook to replace
 
     async def accept(items: list[tuple[Work, AuditError | None]]) -> None:
         """A consumed batch, on the event loop: track every record, DLQ the undecodable

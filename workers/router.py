@@ -168,7 +168,7 @@ class RouterLoop(BatchLoop):
                     lane = self.over_quota_lane(request, m, now)
                     if lane == HELD:
                         return
-                plan = self.router.plan(request, now) if lane is None else self.router.plan(request, now, lane)  # type: ignore[arg-type]
+                plan = self.router.plan(request, now) if lane is None else self.router.plan(request, now, lane)  # type: ignore[arg-type]  # lane is a Lane here (HELD returned above)
             except AuditError:
                 raise
             except Exception as exc:  # a bug must not crash-loop the router on one record

@@ -124,7 +124,7 @@ class ExplainSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
-    decisions: list[Literal["allow", "review", "block"]] = Field(default_factory=lambda: ["review", "block"])
+    decisions: list[Literal["allow", "review", "block"]] = Field(default_factory=lambda: ["review", "block"])  # type: ignore[arg-type]  # mypy reads the lambda's list as list[str], not of the Literal
     method: Literal["gradcam++", "gradcam"] = "gradcam++"
     target: Literal["nsfw", "sfw"] = "nsfw"
     heatmap_side_px: int = Field(default=64, ge=8, le=512)
@@ -285,10 +285,10 @@ class GpuSettings(BaseModel):
 
     #: ``cpu`` or ``cuda`` per stage (``text``, ``image``, ``ocr``); a stage not listed runs on CPU.
     stage_devices: dict[Literal["text", "image", "ocr"], Literal["cpu", "cuda"]] = Field(
-        default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})
+        default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})  # type: ignore[arg-type]  # the lambda's dict read as dict[str, str]
     #: micro-batch size limit of a stage that runs on CUDA, items (replaces ``batch.max_size`` for it).
     max_batch: dict[Literal["text", "image", "ocr"], int] = Field(
-        default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})
+        default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})  # type: ignore[arg-type]  # the lambda's dict read as dict[str, int]
     #: CUDA device ordinal.
     device_id: int = Field(default=0, ge=0)
     #: cap of the CUDA provider's memory arena, MiB; 0: no cap.
@@ -411,7 +411,7 @@ class Settings(BaseSettings):
     allow_unknown_category: bool = False
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):  # type: ignore[no-untyped-def]
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
         # explicit arguments win over the environment; :func:`load_settings` puts the settings
         # file under the environment (it merges the two before passing them as arguments)
         return (init_settings, _EnvSource(settings_cls))
@@ -599,8 +599,8 @@ def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
         where = ".".join(str(p) for p in loc) or "<settings>"
         envs = _env_vars_of(loc, environ)
         if envs:
-            shown = [e if any(w in e.upper() for w in _SECRET_WORDS) else f"{e}={environ[e]!r}" for e in envs]
-            source = f"environment variable{'s' if len(envs) > 1 else ''} {', '.join(shown)}"
+            named = [e if any(w in e.upper() for w in _SECRET_WORDS) else f"{e}={environ[e]!r}" for e in envs]
+            source = f"environment variable{'s' if len(envs) > 1 else ''} {', '.join(named)}"
         else:
             source = str(file) if file else "the defaults"
         msg = err["msg"].removeprefix("Value error, ")

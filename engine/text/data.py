@@ -339,7 +339,7 @@ def xlsx_rows(path: Path) -> list[dict[str, str]]:
     for row in sheet.iter(f"{ns}row"):
         cells: dict[str, str] = {}
         for c in row.findall(f"{ns}c"):
-            col = re.match(r"[A-Z]+", c.get("r", "")).group()  # type: ignore[union-attr]
+            col = re.match(r"[A-Z]+", c.get("r", "")).group()  # type: ignore[union-attr]  # an XLSX cell reference (r attribute) always starts with its column letters
             v, inline = c.find(f"{ns}v"), c.find(f"{ns}is")
             if v is not None and v.text is not None:
                 cells[col] = shared[int(v.text)] if c.get("t") == "s" else v.text

@@ -34,16 +34,19 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
-from rtaudit.engine.text.encoder_delta import (  # noqa: F401  (re-exported: E.EncoderDelta, E.pack_delta, ...)
-    DELTA_ARTIFACT, SCALE_SUFFIX, EncoderDelta, apply_delta, pack_delta, unpack_delta, write_delta)
+from rtaudit.engine.text.encoder_delta import (  # re-exported: E.EncoderDelta, E.pack_delta, ... (the delta is the encoder's)
+    DELTA_ARTIFACT as DELTA_ARTIFACT, SCALE_SUFFIX as SCALE_SUFFIX, EncoderDelta as EncoderDelta,
+    apply_delta as apply_delta, pack_delta as pack_delta, unpack_delta as unpack_delta, write_delta as write_delta,
+)
 
 if TYPE_CHECKING:
     from rtaudit.engine.models.onnx import CudaOptions
@@ -135,7 +138,7 @@ def onnx_path(precision: str = "fp32", delta: EncoderDelta | None = None, cache:
     raise ValueError(f"encoder precision must be one of {PRECISIONS}, got {precision!r}")
 
 
-def pooled_module(path: Path, dtype: str = "float32", delta: EncoderDelta | None = None):  # type: ignore[no-untyped-def]
+def pooled_module(path: Path, dtype: str = "float32", delta: EncoderDelta | None = None) -> Any:
     """torch module ``(input_ids, attention_mask: int64[B, T]) -> (float32[B, 384], float32[B, T, 384])``:
     BERT, masked mean, L2 norm; and the last hidden states.
 
@@ -317,7 +320,7 @@ def resolve_precision(precision: str | None, *, on_gpu: bool) -> str:
     return precision
 
 
-def _batches(ids: list[list[int]], batch_size: int):  # type: ignore[no-untyped-def]
+def _batches(ids: list[list[int]], batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Length-sorted batches: yields ``(row indices, int64[b, T] ids, int64[b, T] mask)``."""
     order = np.argsort([len(x) for x in ids], kind="stable")
     for lo in range(0, len(order), batch_size):
@@ -331,7 +334,7 @@ def _batches(ids: list[list[int]], batch_size: int):  # type: ignore[no-untyped-
         yield idx, batch, mask
 
 
-def _tokenizer(path: Path, max_tokens: int | None):  # type: ignore[no-untyped-def]
+def _tokenizer(path: Path, max_tokens: int | None) -> Any:
     """The model's tokenizer, truncating at ``max_tokens`` (``None``: no truncation), no padding."""
     from tokenizers import Tokenizer
 
@@ -348,7 +351,7 @@ def _tokenizer(path: Path, max_tokens: int | None):  # type: ignore[no-untyped-d
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def encode_batch(tokenizer, texts: list[str], **kwargs):  # type: ignore[no-untyped-def]
+def encode_batch(tokenizer: Any, texts: list[str], **kwargs: Any) -> list[Any]:
     """``tokenizer.encode_batch(texts, **kwargs)`` (a ``tokenizers.Tokenizer``), with a clear error for what it cannot read.
 
     Raises:
@@ -359,7 +362,7 @@ def encode_batch(tokenizer, texts: list[str], **kwargs):  # type: ignore[no-unty
         if m:
             raise ValueError(f"text {i} holds the surrogate code point U+{ord(m.group()):04X} at {m.start()}, which is "
                              f"not a character; replace it (TextScorer.score writes U+FFFD) before encoding")
-    return tokenizer.encode_batch(texts, **kwargs)
+    return list(tokenizer.encode_batch(texts, **kwargs))
 
 
 class TorchEncoder:
@@ -454,12 +457,13 @@ class MiniLMEncoder:
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
 
-    def pieces(self, texts: list[str]) -> list:
+    def pieces(self, texts: list[str]) -> list[Any]:
         """The tokenizer's ``Encoding`` of each text whole: no truncation, no special tokens
         (``.tokens``, ``.offsets``: what :mod:`rtaudit.engine.text.windows` plans windows over)."""
         if self._untruncated is None:
             self._untruncated = _tokenizer(model_dir(), None)
-        return encode_batch(self._untruncated, texts, add_special_tokens=False)
+        encodings: list[Any] = encode_batch(self._untruncated, texts, add_special_tokens=False)
+        return encodings
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text (with [CLS]/[SEP]), at most ``max_tokens`` each."""
@@ -470,11 +474,11 @@ class MiniLMEncoder:
         self.memo = EmbeddingCache(self.cache / f"embeddings-{self.version}.npz")
         return self.memo
 
-    def _run(self, ids: list[list[int]], hidden: list | None = None) -> np.ndarray:
+    def _run(self, ids: list[list[int]], hidden: list[Any] | None = None) -> np.ndarray:
         out = np.zeros((len(ids), DIM), dtype=np.float32)
         names = ["embedding", "hidden"] if hidden is not None else ["embedding"]
 
-        def run(item):  # type: ignore[no-untyped-def]
+        def run(item: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
             idx, batch, mask = item
             return idx, self.session.run(names, {"input_ids": batch, "attention_mask": mask})
 
@@ -502,7 +506,7 @@ class MiniLMEncoder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32), [], []
         enc = encode_batch(self.tokenizer, texts)
-        hidden: list = [None] * len(texts)
+        hidden: list[Any] = [None] * len(texts)
         emb = self._run([e.ids for e in enc], hidden)
         return emb, hidden, [list(e.offsets) for e in enc]
 

@@ -53,6 +53,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import time
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -66,17 +67,17 @@ log = logging.getLogger(__name__)
 CACHE_BELOW = 0
 
 
-def _key(ids) -> str:  # type: ignore[no-untyped-def]
+def _key(ids) -> str:
     return hashlib.sha1(np.asarray(ids, dtype=np.int32).tobytes()).hexdigest()
 
 
-def _layer(layer, h, ext):  # type: ignore[no-untyped-def]
+def _layer(layer, h, ext):
     """One BertLayer forward (transformers returns a tensor or a 1-tuple, by version)."""
     out = layer(h, attention_mask=ext)
     return out[0] if isinstance(out, tuple) else out
 
 
-def additive_mask(mask):  # type: ignore[no-untyped-def]
+def additive_mask(mask):
     """``float32[B, 1, 1, T]``: 0 where attended, the dtype's minimum on padding (eager attention's form)."""
     import torch
 
@@ -130,7 +131,7 @@ def cache_hidden(ids: list[list[int]], below: int = CACHE_BELOW, chunk: int = 40
     return out
 
 
-def training_texts(root: Path, safety_root: Path | None = None):  # type: ignore[no-untyped-def]
+def training_texts(root: Path, safety_root: Path | None = None):
     """``(examples, normalized texts)`` of :func:`rtaudit.engine.text.training_data.english_examples` (train + dev, never test):
     the exact input the scorer gives the encoder (a training text fits one window)."""
     from rtaudit.engine.text import data as D
@@ -162,7 +163,7 @@ class HiddenCache:
         return self.parts[part][s:s + n]
 
 
-def targets(examples, texts: list[str], lexical_prob: np.ndarray):  # type: ignore[no-untyped-def]
+def targets(examples, texts: list[str], lexical_prob: np.ndarray):
     """``(y, w)`` ``float32[n, C]`` for the multi-label head: the labels and sample weights ``train_english`` fits
     each category with (balanced per (dataset, class) on the train rows that label it, times ``DATASET_WEIGHT``,
     each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), each category's weights scaled to
@@ -188,7 +189,7 @@ class TopLayers:
     """The trainable part: BERT layers ``below..5`` (copies of the base's), mean pooling, L2 norm; and a
     temporary linear head over ``[embedding, logit(lexical)]`` (initialised from the shipped head)."""
 
-    def __init__(self, below: int = CACHE_BELOW, head=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, below: int = CACHE_BELOW, head=None) -> None:
         import copy
 
         import torch
@@ -202,7 +203,7 @@ class TopLayers:
             self.head.weight.copy_(torch.from_numpy(np.ascontiguousarray(head.W.T)))
             self.head.bias.copy_(torch.from_numpy(head.b - head.shift))
 
-    def embed(self, h, mask):  # type: ignore[no-untyped-def]
+    def embed(self, h, mask):
         import torch
 
         ext = additive_mask(mask)
@@ -222,7 +223,7 @@ class TopLayers:
         return out
 
 
-def _pad(states: list[np.ndarray]):  # type: ignore[no-untyped-def]
+def _pad(states: list[np.ndarray]):
     import torch
 
     width = max(len(s) for s in states)
@@ -238,7 +239,7 @@ def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
     """Shuffled batches of rows of similar length (rows shuffled, sorted by length in pools of 50 batches)."""
     order = rng.permutation(len(lengths))
     pool = batch_size * 50
-    batches = []
+    batches: list[Any] = []
     for lo in range(0, len(order), pool):
         chunk = order[lo:lo + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
@@ -261,7 +262,7 @@ def embed_rows(model: TopLayers, states: list[np.ndarray], batch_size: int = 128
     return out
 
 
-def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:  # type: ignore[no-untyped-def]
+def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:
     """Per English dev set, macro-F1 over the categories it labels at each category's best pooled dev threshold
     (model selection only: the shipped thresholds come from the refit, ``rtaudit text train``)."""
     from rtaudit.engine.text.metrics import best_threshold
@@ -428,7 +429,7 @@ def prefill_memo(delta: E.EncoderDelta, texts: list[str], check: int = 64) -> E.
     return enc
 
 
-def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kwargs) -> dict:
     """:func:`finetune`, write ``artifacts/encoder_delta.npz`` (in parts when over 5 MB: :func:`~rtaudit.engine.text.encoder_delta.write_delta`), fill the new encoder's embedding memo and (``refit``)
     refit every head on it with ``rtaudit text train``'s pipeline (:func:`rtaudit.engine.text.train.train_all`),
     which writes the manifest with the delta's sha256. Returns the fine-tuning report."""

@@ -43,7 +43,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -221,7 +221,7 @@ class TextScorer:
                         f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}")
 
     # -- English -------------------------------------------------------------------------------------
-    def _english(self, texts: list[str], tokens: bool = False):  # type: ignore[no-untyped-def]
+    def _english(self, texts: list[str], tokens: bool = False) -> Any:
         """Calibrated ``float64[n, C]`` for normalized English texts; with ``tokens``, also the
         uncalibrated logits ``float32[n, C]``, token states and token offsets (for evidence)."""
         if not texts:
@@ -234,7 +234,7 @@ class TextScorer:
         extra = (self.head.logits(feats), hidden, offsets) if tokens else None
         return self.head.predict(feats), extra
 
-    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray, np.ndarray, np.ndarray, list]]) -> list[list[Span]]:
+    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray, np.ndarray, np.ndarray, list[Any]]]) -> list[list[Span]]:
         """Spans for flagged English texts: ``(normalized, scores[C], logits[C], hidden[T, 384], offsets[T])`` each."""
         words = [[(m.start(), m.end()) for m in WORD.finditer(n.text)] for n, *_ in items]
         flat_words = [n.text[s:e] for (n, *_), ws in zip(items, words) for s, e in ws]
@@ -278,7 +278,7 @@ class TextScorer:
                 out[k] = window_chars(view, plan_windows(view, size=size))
         return out
 
-    def _english_documents(self, norm: list[NormalizedText], evidence: bool):  # type: ignore[no-untyped-def]
+    def _english_documents(self, norm: list[NormalizedText], evidence: bool) -> tuple[Any, list[list[Span]]]:
         """Scores ``float64[n, C]`` of normalized English texts (worst window per category) and,
         with ``evidence``, their spans (every flagged window's, best first, one per original span)."""
         texts = [n.text for n in norm]
@@ -388,9 +388,10 @@ class TextScorer:
         # other languages: the language's n-gram model; in Cyrillic, Arabic and Devanagari text the lexical
         # score where that is higher (English profanity written among the other script's words); not in
         # Latin-script text, where the English lexical model reads "die", "ho", "con" as English profanity
-        lang_lex = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
+        lang_lex: list[float] | np.ndarray = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
             if lang_idx else []
-        lang_scores, lang_views = {}, {i: social_view(norm[i]) for i in lang_idx}
+        lang_scores: dict[int, float] = {}
+        lang_views = {i: social_view(norm[i]) for i in lang_idx}
         for lang in {routes[i] for i in lang_idx}:
             idx = [i for i in lang_idx if routes[i] == lang]
             lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
@@ -399,7 +400,7 @@ class TextScorer:
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
         # ``offensive`` wins
         mixed = [(i, v) for i in en_idx + other_idx + lang_idx if (v := han_view(norm[i])) is not None]
-        mixed_scores = self.zh.predict([v.text for _, v in mixed]) if mixed else []
+        mixed_scores: list[float] | np.ndarray = self.zh.predict([v.text for _, v in mixed]) if mixed else []
         for (i, view), p in zip(mixed, mixed_scores):
             if p > scores[i].get("offensive", 0.0):
                 scores[i]["offensive"] = round(float(p), 4)

@@ -51,3 +51,12 @@ def test_ruff_finds_nothing() -> None:
     proc = subprocess.run([*_tool("ruff"), "check", "--output-format", "concise", "."], cwd=ROOT,
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, f"ruff check:\n{proc.stdout}{proc.stderr}"
+
+
+def test_mypy_finds_nothing() -> None:
+    packages = package_links()
+    args = [arg for pkg in packages for arg in ("-p", pkg)]
+    env = {**os.environ, "MYPYPATH": str(MYPY_SRC)}
+    proc = subprocess.run([*_tool("mypy"), "--config-file", str(ROOT / "pyproject.toml"), *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, f"mypy:\n{proc.stdout}{proc.stderr}"
