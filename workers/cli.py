@@ -480,10 +480,11 @@ def demo(
     run_id = new_run_id()
     log_dir = _run_log_dir(s, run_id)
     record = FleetRecord.ours(s, "fleet", run_id, log_dir)
-    claim = Claim(s, record)
+    ours = Claim(s, record)
+    claim: Claim | None = ours
     fleet = None
     try:
-        claim.acquire()
+        ours.acquire()
     except FleetConflict as exc:
         if exc.record is None or not exc.record.same_fleet(record):
             why = f" (not this checkout's fleet: {'; '.join(exc.record.differences(record))})" if exc.record else ""
