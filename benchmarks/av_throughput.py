@@ -148,7 +148,7 @@ def video_table(args, scorer) -> None:  # type: ignore[no-untyped-def]
     frames_for_models = []
     for name, data in videos:
         item = video_stage.prepare(task(data, "video"))
-        med, best = timed(lambda: video_stage.split(video_stage.prepare(task(data, "video"))), args.rounds)
+        med, best = timed(lambda data=data: video_stage.split(video_stage.prepare(task(data, "video"))), args.rounds)
         v = item.video
         print(f"| {name} | {v.duration_s:.1f} | {v.decoded} | {len(v.frames)} | {med:.2f} | {v.decoded / med:.0f} | {len(v.frames) / med:.1f} |")
         frames_for_models += video_stage.split(item).subtasks
@@ -159,7 +159,8 @@ def video_table(args, scorer) -> None:  # type: ignore[no-untyped-def]
     print("|---|---|---|---|")
     for name, st, size in (("NudeNet 320n (image worker), batches of 8", nudity, 8), ("RapidOCR + text (OCR worker), batches of 2", ocr, 2)):
         process_batch(st, frames[:size])
-        med, best = timed(lambda: [process_batch(st, frames[i:i + size]) for i in range(0, len(frames), size)], max(1, args.rounds - 1))
+        med, best = timed(lambda st=st, size=size: [process_batch(st, frames[i:i + size]) for i in range(0, len(frames), size)],
+                          max(1, args.rounds - 1))
         print(f"| {name} | {len(frames)} | {med:.2f} | {len(frames) / med:.1f} |")
 
 

@@ -30,6 +30,7 @@ from rtaudit.modelbuild.text import data as D  # noqa: E402
 from rtaudit.modelbuild.text import evaluation as ev  # noqa: E402
 from rtaudit.modelbuild.text import functional as fs  # noqa: E402
 from rtaudit.engine.text.scoring import TextScorer  # noqa: E402
+from rtaudit.workers.settings import load_settings  # noqa: E402
 
 
 def quality(scorer: TextScorer, root: Path, safety: Path) -> dict:
@@ -69,7 +70,7 @@ def main() -> None:
     ap.add_argument("--precision", choices=("fp32", "int8"), default="fp32", help="the encoder graph every scorer runs")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args()
-    safety = args.safety_data or D.safety_data_dir()
+    safety = args.safety_data or D.safety_data_dir(load_settings().safety_data)
     scorers = {}
     for item in args.dirs:
         name, _, d = item.partition("=")

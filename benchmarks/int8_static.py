@@ -91,7 +91,7 @@ def main() -> None:
               f"{time.perf_counter() - started:.0f} s, {static.stat().st_size / 1e6:.1f} MB")
         graphs = {"fp32": session(fp32), "dynamic int8": session(dynamic), "static int8": session(static)}
         reference = embed(graphs["fp32"], dev)
-        print(f"| graph | texts/s b64 | cos fp32 min | cos fp32 mean | max abs(alone - batch) |\n|---|---|---|---|---|")
+        print("| graph | texts/s b64 | cos fp32 min | cos fp32 mean | max abs(alone - batch) |\n|---|---|---|---|---|")
         for name, s in graphs.items():
             started = time.perf_counter()
             e = embed(s, dev)

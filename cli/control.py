@@ -11,7 +11,6 @@ before anything is published. What the tables show is built in :mod:`rtaudit.cli
 from __future__ import annotations
 
 import getpass
-import logging
 import socket
 import time
 from pathlib import Path
@@ -73,7 +72,7 @@ def _subject(kind: str, name: str) -> str:
     return subject
 
 
-def _state(s: Settings):  # type: ignore[no-untyped-def]
+def _state(s: Settings):
     from rtaudit.workers.control import read_state
 
     try:
@@ -364,7 +363,7 @@ class _Fleet:
         from rtaudit.topics.catalog import CONTROL, STATUS
 
         self.control, self.status = _Tail(s, CONTROL), _Tail(s, STATUS)
-        self.state, self.beats = ControlState(), {}  # type: ignore[var-annotated]
+        self.state, self.beats = ControlState(), {}  # type: ignore[var-annotated]  # both fields are typed on the class
 
     def refresh(self) -> None:
         from rtaudit.schemas.control import Heartbeat

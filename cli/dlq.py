@@ -89,7 +89,7 @@ def dlq(
         typer.echo(f"{n} DLQ record{'s' if n != 1 else ''}", err=True)
 
 
-def _until_idle(reader, idle_s: float):  # type: ignore[no-untyped-def]
+def _until_idle(reader, idle_s: float):
     """The reader's records until none came for ``idle_s`` seconds (what the topic holds now)."""
     import time
 

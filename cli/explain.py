@@ -121,7 +121,7 @@ def explain(
         raise typer.Exit(1)
 
 
-def demo_explanations(settings, items, got, log_dir: Path, timeout_s: float = 120.0) -> int:  # type: ignore[no-untyped-def]
+def demo_explanations(settings, items, got, log_dir: Path, timeout_s: float = 120.0) -> int:
     """The demo's explain step: wait for the heatmaps of the ``review``/``block`` verdicts with
     image parts (``got``: request id → (verdict, arrival)), ask one on demand for the first photo,
     print a line each and draw every ``ok`` one over its image into ``log_dir``. Returns how many
@@ -152,7 +152,7 @@ def demo_explanations(settings, items, got, log_dir: Path, timeout_s: float = 12
     console.print(f"explanations (explain role, off the verdict path): waiting for {len(wanted)}")
     with explanation_reader(settings) as reader:
         arrived = reader.wait_for(wanted, timeout_s, on_record=lambda e, _: print(explanation_line(e), flush=True))
-    for key, (e, _) in sorted(arrived.items()):
+    for _key, (e, _) in sorted(arrived.items()):
         if e.status == "ok" and (e.request_id, e.part) in images:
             name = f"explain-{e.request_id}-{e.part.replace(':', '')}-{e.trigger}.png"
             render_over(e, images[(e.request_id, e.part)], log_dir / name)

@@ -96,7 +96,7 @@ def bench(
     console.print(f"rtaudit bench: stages {', '.join(stages)}{' + mixed' if opts.mixed else ''}{'; peers ' + ', '.join(opts.peers) if opts.peers else ''}"
                   f"{'; profiles ' + ', '.join(profiles) if profiles else ''}; budget {opts.max_seconds:.0f} s; results in {out}")
 
-    def on_step(step) -> None:  # type: ignore[no-untyped-def]
+    def on_step(step) -> None:
         console.print(f"  {step.target:28} offered {step.offered_per_s:9.2f}/s  achieved {step.achieved_per_s:9.2f}/s  "
                       f"P50 {step.p50_ms:7.0f}  P99 {step.p99_ms:7.0f} ms  miss {step.slo_misses}/{step.sent}  "
                       f"CPU% {' '.join(f'{k} {v:.0f}' for k, v in step.cpu_pct.items())}", markup=False)
@@ -129,7 +129,7 @@ def _bench_overhead(s: Settings, model: str, roles: tuple[str, ...], records: Op
     values: dict[str, object] = {"model": model, "targets": roles or TARGETS, "out_dir": out, "config": config.resolve() if config else None}
     if records is not None:
         values["records"] = records
-    opts = OverheadOptions.quick(**values) if quick else OverheadOptions(**values)  # type: ignore[arg-type]
+    opts = OverheadOptions.quick(**values) if quick else OverheadOptions(**values)  # type: ignore[arg-type]  # CLI values keyed by field name, checked by the dataclass at run time
     console.print(f"rtaudit bench --model {model}: {', '.join(opts.targets)}; {opts.records:,} requests per target; results in {out}")
     raise_keyboard_interrupt_on()
     run = OverheadBench(opts, s, lambda msg: console.print(msg, markup=False)).run()
@@ -212,7 +212,7 @@ def chaos(
         kw["duration_s"] = duration
     if rolling is not None:
         kw["rolling"] = c.ROLES if rolling else ()
-    opts = dataclasses.replace(base, **kw)  # type: ignore[arg-type]
+    opts = dataclasses.replace(base, **kw)  # type: ignore[arg-type]  # CLI values keyed by field name, checked by the dataclass at run time
     raise_keyboard_interrupt_on()
     try:
         run = c.Chaos(opts, s, lambda msg: console.print(msg, markup=False, highlight=False)).run()

@@ -87,9 +87,9 @@ def broker(
     raise_keyboard_interrupt_on()
     try:
         with EmbeddedBroker(s.embedded_port) as b:
-            console.print(f"embedded broker on {b.bootstrap}, pid {b.process.pid} (Ctrl-C stops it; all data is lost)")  # type: ignore[union-attr]
+            console.print(f"embedded broker on {b.bootstrap}, pid {b.process.pid} (Ctrl-C stops it; all data is lost)")  # type: ignore[union-attr]  # the embedded broker's process is set once it started (the line above)
             try:
-                code = b.process.wait()  # type: ignore[union-attr]
+                code = b.process.wait()  # type: ignore[union-attr]  # the embedded broker's process is set once it started
                 console.print(f"[red]the broker exited ({code})[/red]")
                 raise typer.Exit(1)
             except KeyboardInterrupt:
@@ -98,7 +98,7 @@ def broker(
         claim.release()
 
 
-def _claim_or_exit(claim):  # type: ignore[no-untyped-def]
+def _claim_or_exit(claim):
     """Take ``claim`` (:class:`rtaudit.tools.fleet.record.Claim`) or exit 1 with the one line that names
     the fleet or process holding the broker address and how to stop it."""
     from rtaudit.tools.fleet.record import FleetConflict
@@ -110,7 +110,7 @@ def _claim_or_exit(claim):  # type: ignore[no-untyped-def]
         raise typer.Exit(1) from None
 
 
-def _run_log_dir(s, run_id: str) -> Path:  # type: ignore[no-untyped-def]
+def _run_log_dir(s, run_id: str) -> Path:
     """``<state_dir>/logs/<run id>/``: one folder per run, never another run's files;
     ``<state_dir>/logs/latest`` points at the newest."""
     root = Path(s.state_dir) / "logs"
@@ -127,7 +127,7 @@ def _run_log_dir(s, run_id: str) -> Path:  # type: ignore[no-untyped-def]
     return log_dir
 
 
-def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # type: ignore[no-untyped-def]
+def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):
     """A supervised :class:`rtaudit.tools.fleet.local.Fleet` that reports its progress on the console;
     started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
     from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
@@ -158,7 +158,7 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):  # ty
     return fleet
 
 
-def _print_checks(checks) -> None:  # type: ignore[no-untyped-def]
+def _print_checks(checks) -> None:
     table = Table("topic", "state", "partitions")
     for c in checks:
         table.add_row(c.name, c.state, f"{c.partitions}/{c.expected_partitions}")
@@ -326,7 +326,7 @@ def _quiet_librdkafka(verbose: bool) -> None:
     logging.getLogger("rtaudit.workers.kafka.librdkafka").setLevel(logging.NOTSET if verbose else logging.CRITICAL)
 
 
-def _missing_hint(s) -> str:  # type: ignore[no-untyped-def]
+def _missing_hint(s) -> str:
     """Why verdicts may not come: roles with no running worker, else the fleet is slow."""
     from rtaudit.workers.roles import ROLES
     from rtaudit.workers.kafka import groups_without_members
@@ -487,10 +487,11 @@ def demo(
     run_id = new_run_id()
     log_dir = _run_log_dir(s, run_id)
     record = FleetRecord.ours(s, "fleet", run_id, log_dir)
-    claim = Claim(s, record)
+    ours = Claim(s, record)
+    claim: Claim | None = ours
     fleet = None
     try:
-        claim.acquire()
+        ours.acquire()
     except FleetConflict as exc:
         if exc.record is None or not exc.record.same_fleet(record):
             why = f" (not this checkout's fleet: {'; '.join(exc.record.differences(record))})" if exc.record else ""

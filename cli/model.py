@@ -28,7 +28,7 @@ ConfigOpt = Annotated[Optional[Path], typer.Option("--config", "-c", help="setti
 StoreOpt = Annotated[Optional[Path], typer.Option("--store", help="model store directory (default: <state_dir>/models)")]
 
 
-def _store(store: Path | None, config: Path | None):  # type: ignore[no-untyped-def]
+def _store(store: Path | None, config: Path | None):
     from rtaudit.engine.bundle_store import ModelStore
 
     return ModelStore(store if store is not None else Path(settings_or_exit(config).state_dir) / "models")
@@ -38,7 +38,7 @@ def _size(n: int) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+        n /= 1024  # type: ignore[assignment]  # n becomes a float of KiB/MiB for printing
     return str(n)  # pragma: no cover
 
 
@@ -111,7 +111,7 @@ def package(
     dest = out or Path("bundles") / f"{stage}-{version}"
     started = time.monotonic()
     try:
-        path = package_stage(stage, version, dest, runtime=runtime, from_dir=from_dir, settings=s,
+        path = package_stage(stage, version, dest, runtime=runtime, from_dir=from_dir, options=s.stage_options(),
                              params=_json_arg(params, "--params"), inputs=inputs, golden=given,
                              record=not no_golden, tolerance=tolerance)
         manifest = verify(path)
@@ -199,7 +199,7 @@ def verify_(
         console.print(f"{m.stage} {m.version} ({m.runtime.kind}): {len(m.files)} files verified, "
                       f"sha256 {bundle_sha256(bundle)}", highlight=False)
         if load:
-            r = ready_stage(bundle, settings_or_exit(config))
+            r = ready_stage(bundle, settings_or_exit(config).stage_options())
             warm = ", ".join(f"{n}: {ms:.0f} ms" for n, ms in r.warm_ms.items())
             console.print(f"loaded in {r.load_ms:.0f} ms; golden {r.golden} cases ok in {r.golden_ms:.0f} ms; "
                           f"warm-up per batch size {warm}", highlight=False)

@@ -9,7 +9,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from rtaudit.cli.common import MarkdownConsole
+from rtaudit.cli.common import MarkdownConsole, settings_or_exit
 
 
 def text_train_multilingual(
@@ -23,7 +23,7 @@ def text_train_multilingual(
     from rtaudit.modelbuild.text import multilingual_data as MD
     from rtaudit.modelbuild.text.multilingual_train import train_all
 
-    root = data or MD.default_data_dir()
+    root = data or MD.default_data_dir(settings_or_exit(None).multilingual_data)
     langs = tuple(x.strip() for x in languages.split(",") if x.strip()) if languages else ML.LANGUAGES
     unknown = [x for x in langs if x not in ML.LANGUAGES]
     if unknown:
@@ -44,13 +44,13 @@ def text_train_multilingual(
         Console().print(f"[yellow]{lang}: not retrained ({why}); the shipped model is kept[/yellow]")
 
 
-def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Path | None, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Path | None, quick: bool) -> None:
     """The per-language table of ``rtaudit eval``: held-out test split (P/R/F1 through the whole scorer)
     and the benign-sentence false-positive rate; one line instead when the data is missing."""
     from rtaudit.modelbuild.text import multilingual_data as MD
     from rtaudit.modelbuild.text import multilingual_train as MT
 
-    root = data or MD.default_data_dir()
+    root = data or MD.default_data_dir(settings_or_exit(None).multilingual_data)
     gone = MD.missing(root)
     if gone:
         console.print(f"[yellow]per-language table skipped: {gone[0]} not found (set ${MD.DATA_ENV}; "

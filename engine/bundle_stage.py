@@ -22,7 +22,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rtaudit.engine.bundle import (
     BundleCorrupt,
@@ -36,9 +36,13 @@ from rtaudit.engine.bundle import (
     package,
     verify,
 )
+from rtaudit.engine.media import MediaPolicy
 from rtaudit.engine.models import ModelStage, StageOutput
 from rtaudit.engine.stage import process_batch
 from rtaudit.schemas.messages import MediaItem, ModalityTask, ModelRef
+
+if TYPE_CHECKING:
+    from rtaudit.engine.text.scoring import TextScorer
 
 #: the text golden set made in code: benign and abusive English, evasions, Chinese, another script, empty.
 GOLDEN_TEXTS: tuple[str, ...] = (
@@ -75,28 +79,24 @@ TEXT_ARTIFACTS = ("manifest.json", "en_head.npz", "zh_char_lr.npz")
 
 @dataclass(frozen=True)
 class StageOptions:
-    """How to build a stage on this host (from :class:`rtaudit.workers.settings.Settings` via :meth:`of`)."""
+    """How to build a stage on this host; the workers make it from their settings
+    (:meth:`rtaudit.workers.settings.Settings.stage_options`).
+
+    Attributes:
+        prefer_gpu: the CUDA execution provider when onnxruntime-gpu and a GPU are present.
+        intra_op_threads: onnxruntime intra-op threads per session on CPU (0: the usable cores).
+        encoder_precision: the MiniLM graph when the bundle does not pin one (``None``: ``auto``).
+        media_policy: media limits of the image stages (``None``: :class:`~rtaudit.engine.media.MediaPolicy` defaults).
+        cache: folder of the built encoder graphs (``None``: ``~/.cache/rtaudit``).
+    """
 
     prefer_gpu: bool = True
     intra_op_threads: int = 0
-    #: the MiniLM graph when the bundle does not pin one (``None``: the ``text_encoder_precision`` setting).
     encoder_precision: str | None = None
-    media_policy: Any = None
+    media_policy: MediaPolicy | None = None
+    cache: Path | None = None
 
-    @classmethod
-    def of(cls, settings: Any) -> "StageOptions":
-        """``settings`` as options: ``None`` → defaults; a :class:`StageOptions` as is; else any object with
-        ``prefer_gpu``, ``model_threads()``, ``text_encoder_precision`` and ``media.policy()`` (the Settings)."""
-        if settings is None:
-            return cls()
-        if isinstance(settings, cls):
-            return settings
-        return cls(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
-                   encoder_precision=settings.text_encoder_precision, media_policy=settings.media.policy())
-
-    def policy(self) -> Any:
-        from rtaudit.engine.media import MediaPolicy
-
+    def policy(self) -> MediaPolicy:
         return self.media_policy if self.media_policy is not None else MediaPolicy()
 
 
@@ -124,24 +124,24 @@ class NullBundleStage:
         return self._inner.infer(inputs)
 
 
-def _text_scorer(root: Path, manifest: BundleManifest, o: StageOptions):  # type: ignore[no-untyped-def]
+def _text_scorer(root: Path, manifest: BundleManifest, o: StageOptions) -> TextScorer:
     from rtaudit.engine.text.heads import ArtifactError
     from rtaudit.engine.text.scoring import TextScorer
 
     try:
         return TextScorer(prefer_gpu=o.prefer_gpu, intra_op_threads=o.intra_op_threads,
                           encoder_precision=manifest.typed_params().encoder_precision or o.encoder_precision,
-                          artifacts_dir=root / "artifacts")
+                          artifacts_dir=root / "artifacts", cache=o.cache)
     except ArtifactError as exc:
         raise BundleCorrupt(f"bundle {root}: {exc}") from None
 
 
-def load_stage(path: Path | str, settings: Any = None, *, sha256: str | None = None,
+def load_stage(path: Path | str, options: StageOptions | None = None, *, sha256: str | None = None,
                manifest: BundleManifest | None = None) -> ModelStage:
     """Verify the bundle at ``path`` and build its stage (no golden check, no warm-up: see :func:`ready_stage`).
 
     Args:
-        settings: :class:`rtaudit.workers.settings.Settings`, :class:`StageOptions` or ``None`` (defaults).
+        options: how to build it on this host (``None``: :class:`StageOptions` defaults).
         sha256: the identity the bundle must have (its :class:`~rtaudit.schemas.control.BundleRef`'s).
         manifest: an already verified manifest of ``path`` (skips hashing the files again).
     Returns:
@@ -153,7 +153,7 @@ def load_stage(path: Path | str, settings: Any = None, *, sha256: str | None = N
     root = Path(path)
     m = manifest if manifest is not None else verify(root, sha256)
     check_runtime(m)
-    o = StageOptions.of(settings)
+    o = options if options is not None else StageOptions()
     kind = m.runtime.kind
     stage: Any
     if kind == "null":
@@ -176,7 +176,7 @@ def load_stage(path: Path | str, settings: Any = None, *, sha256: str | None = N
         stage.model = ModelRef(name="rapidocr-ppocrv4+rtaudit-text", version=m.version)
     else:  # pragma: no cover - the manifest's Literal rules it out
         raise BundleCorrupt(f"unknown runtime {kind}")
-    return stage  # type: ignore[no-any-return]
+    return stage  # type: ignore[no-any-return]  # stage is one of the branches' stages, all ModelStage (declared Any to share the name)
 
 
 def _tasks(inputs: Sequence[GoldenInput], prefix: str) -> list[ModalityTask]:
@@ -296,7 +296,7 @@ class ReadyStage:
     warm_ms: dict[int, float] = field(default_factory=dict)
 
 
-def ready_stage(path: Path | str, settings: Any = None, *, sha256: str | None = None,
+def ready_stage(path: Path | str, options: StageOptions | None = None, *, sha256: str | None = None,
                 batch_sizes: Sequence[int] | None = None) -> ReadyStage:
     """Verify, load, golden-check and warm the bundle at ``path`` (blocking, seconds: run it off the hot path).
 
@@ -308,7 +308,7 @@ def ready_stage(path: Path | str, settings: Any = None, *, sha256: str | None = 
     t0 = time.perf_counter()
     m = verify(path, sha256)
     t1 = time.perf_counter()
-    stage = load_stage(path, settings, manifest=m)
+    stage = load_stage(path, options, manifest=m)
     t2 = time.perf_counter()
     n = check_golden(stage, m)
     t3 = time.perf_counter()
@@ -425,7 +425,7 @@ def default_params(runtime: str) -> dict[str, Any]:
 
 
 def package_stage(stage: str, version: str, out_dir: Path | str, *, runtime: str | RuntimeSpec | None = None,
-                  from_dir: Path | str | None = None, params: Mapping[str, Any] | None = None, settings: Any = None,
+                  from_dir: Path | str | None = None, params: Mapping[str, Any] | None = None, options: StageOptions | None = None,
                   inputs: Sequence[GoldenInput] | None = None, golden: Sequence[GoldenCase] = (),
                   record: bool = True, tolerance: float = 0.02) -> Path:
     """Package a bundle whose golden expectations come from running its own stage.
@@ -448,11 +448,11 @@ def package_stage(stage: str, version: str, out_dir: Path | str, *, runtime: str
     params = dict(default_params(kind) if params is None else params)
     common = dict(input_spec=INPUT_SPECS[kind], tolerance=tolerance)
     if not record:
-        return package(stage, version, files, list(golden), out_dir, spec, params, **common)  # type: ignore[arg-type]
+        return package(stage, version, files, list(golden), out_dir, spec, params, **common)  # type: ignore[arg-type]  # **common holds input_spec (a dict) and tolerance (a float): mypy joins them as object
     with tempfile.TemporaryDirectory(prefix="rtaudit-bundle-") as tmp:
-        draft = package(stage, version, files, [], Path(tmp) / "draft", spec, params, **common)  # type: ignore[arg-type]
+        draft = package(stage, version, files, [], Path(tmp) / "draft", spec, params, **common)  # type: ignore[arg-type]  # **common holds input_spec (a dict) and tolerance (a float): mypy joins them as object
         draft_manifest = verify(draft)
-        loaded = load_stage(draft, settings, manifest=draft_manifest)
+        loaded = load_stage(draft, options, manifest=draft_manifest)
         if golden:
             check_golden(loaded, draft_manifest.model_copy(update={"golden": list(golden)}))
         wanted = list(inputs) if inputs is not None else default_inputs(stage)
@@ -461,4 +461,4 @@ def package_stage(stage: str, version: str, out_dir: Path | str, *, runtime: str
             if isinstance(out, str):
                 raise BundleError(f"cannot record golden input {i} ({x.summary()}): {out}")
             cases.append(GoldenCase(input=x, expected=out))
-        return package(stage, version, files, list(golden) + cases, out_dir, spec, params, **common)  # type: ignore[arg-type]
+        return package(stage, version, files, list(golden) + cases, out_dir, spec, params, **common)  # type: ignore[arg-type]  # **common holds input_spec (a dict) and tolerance (a float): mypy joins them as object

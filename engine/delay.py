@@ -150,7 +150,7 @@ class HeldQueue(Generic[T]):
         them); returns them, oldest first per partition."""
         out: list[Held[T]] = []
         for p in partitions:
-            for offset, seq in sorted(self._by_offset.pop(p, [])):
+            for _offset, seq in sorted(self._by_offset.pop(p, [])):
                 held = self._live.get(seq)
                 if held is not None:
                     self._forget(held)

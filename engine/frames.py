@@ -16,6 +16,8 @@ Sampling rule (:class:`FrameSampler`), frame by frame in display order:
 
 from __future__ import annotations
 
+from typing import Any
+
 import io
 import warnings
 from collections.abc import Iterator
@@ -263,10 +265,12 @@ def _seconds(duration_us: int | None) -> float | None:
     return duration_us / 1e6 if duration_us is not None and duration_us > 0 else None
 
 
-def _scaled_rgb(frame, max_side_px: int) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _scaled_rgb(frame: Any, max_side_px: int) -> np.ndarray:
     """``uint8[h, w, 3]`` RGB of a PyAV video frame, longer side at most ``max_side_px`` (FFmpeg's scaler)."""
     scale = min(1.0, max_side_px / max(frame.width, frame.height, 1))
     if scale < 1.0:
-        return frame.to_ndarray(format="rgb24", width=max(1, round(frame.width * scale)),
-                                height=max(1, round(frame.height * scale)))
-    return frame.to_ndarray(format="rgb24")
+        rgb: np.ndarray = frame.to_ndarray(format="rgb24", width=max(1, round(frame.width * scale)),
+                                           height=max(1, round(frame.height * scale)))
+        return rgb
+    full: np.ndarray = frame.to_ndarray(format="rgb24")
+    return full

@@ -191,7 +191,7 @@ class Fusion:
         return Verdict(
             request_id=state.request_id, tenant_id=tenant, decision=decision, complete=complete,
             categories={k: round(v, 4) for k, v in sorted(categories.items())}, flagged=flagged,
-            evidence=evidence[: self.max_evidence], reasons=reasons, parts=parts,  # type: ignore[arg-type]
+            evidence=evidence[: self.max_evidence], reasons=reasons, parts=parts,
             model_versions=versions, policy_version=policy.version,
             created_at_ms=created, deadline_ms=deadline, decided_at_ms=now_ms, latency_ms=now_ms - created,
         )

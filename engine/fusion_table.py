@@ -51,8 +51,9 @@ from rtaudit.schemas.messages import FusionTick, Manifest, PartialScore, Verdict
 
 
 @dataclass(frozen=True)
-class Decision:
-    """A verdict and the lane its request rode (``None`` when the manifest never came)."""
+class DecidedRequest:
+    """A request fusion has just decided: its verdict, and the lane it rode (``None`` when the manifest never
+    came). (Not :data:`rtaudit.schemas.messages.Decision`, the verdict's allow/review/block.)"""
 
     verdict: Verdict
     lane: str | None
@@ -116,7 +117,7 @@ class PendingTable:
         """Move past a record that carries no state (a DLQ-bound record): only the position moves."""
         self.next_offset = max(self.next_offset or 0, offset + 1)
 
-    def apply(self, record: Manifest | PartialScore | FusionTick, offset: int, now_ms: int) -> Decision | None:
+    def apply(self, record: Manifest | PartialScore | FusionTick, offset: int, now_ms: int) -> DecidedRequest | None:
         """Apply the record at ``offset``. Returns the request's decision when this record
         completes it (at most once per request). A :class:`FusionTick` on the topic (written
         by fusion before the replay design) carries nothing: it only moves the position."""
@@ -153,10 +154,10 @@ class PendingTable:
         ``retention_ms`` later."""
         return deadline_ms + self.fusion.grace_ms + self.fusion.retention_ms
 
-    def due(self, now_ms: int) -> list[Decision]:
+    def due(self, now_ms: int) -> list[DecidedRequest]:
         """Decisions for requests whose deadline + grace passed by ``now_ms`` (incomplete
         verdicts), and removal of decided entries whose retention ended."""
-        out: list[Decision] = []
+        out: list[DecidedRequest] = []
         heap = self._by_deadline
         while heap and heap[0][0] <= now_ms:
             due_at, rid = heapq.heappop(heap)
@@ -185,7 +186,7 @@ class PendingTable:
             return heap[0][0]
         return self.next_offset
 
-    def _decided(self, state: FusionState, verdict: Verdict, now_ms: int) -> Decision:
+    def _decided(self, state: FusionState, verdict: Verdict, now_ms: int) -> DecidedRequest:
         lane = state.manifest.lane if state.manifest is not None else None
         self._forget_undecided(state.request_id)
         # keep only what deduplication needs: the evidence and partials are in the verdict
@@ -193,7 +194,7 @@ class PendingTable:
             request_id=state.request_id, first_seen_ms=state.first_seen_ms, decided_at_ms=now_ms
         )
         self._remember(state.request_id, now_ms, verdict.deadline_ms)
-        return Decision(verdict, lane)
+        return DecidedRequest(verdict, lane)
 
     def _forget_undecided(self, request_id: str) -> None:
         self._first_offset.pop(request_id, None)  # heap entries go stale and are skipped

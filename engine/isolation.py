@@ -79,7 +79,7 @@ class Isolated:
                 proc.join()
         if not ok:
             raise value
-        return value  # type: ignore[no-any-return]
+        return value  # type: ignore[no-any-return]  # the child's return value crosses a pipe untyped
 
 
 def _exit(code: int | None) -> str:

@@ -105,7 +105,7 @@ def _literal_ip(host: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | No
 def resolve_host(host: str, port: int) -> list[str]:
     """Every address ``host`` resolves to (the system resolver, once per fetch hop).
     Raises ``OSError`` (``socket.gaierror``) when it does not resolve. Tests replace it."""
-    return list(dict.fromkeys(info[4][0] for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
+    return list(dict.fromkeys(str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)))
 
 
 def file_path_of(uri: str) -> Path:

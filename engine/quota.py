@@ -3,7 +3,7 @@
 A bucket holds at most ``burst`` tokens and refills at ``rate_per_s`` tokens per second;
 admitting one request takes one token. So a tenant may send ``burst`` requests at once,
 then ``rate_per_s`` per second for as long as it likes; beyond that the router applies the
-tenant's ``over_quota`` policy (:class:`rtaudit.engine.policy.QuotaPolicy`: move the request to the
+tenant's ``over_quota`` policy (:class:`rtaudit.schemas.policy.QuotaPolicy`: move the request to the
 low lane, answer it at once with a ``throttled`` verdict, or delay it).
 
 Reservations (``over_quota = "delay"``)
@@ -41,27 +41,11 @@ Memory
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from rtaudit.schemas.policy import QuotaLimit as QuotaLimit  # the contract this module meters; imported from here too
+
 #: Tolerance on token counts (float refills of 1/rate steps).
 _EPS = 1e-9
-
-
-@dataclass(frozen=True)
-class QuotaLimit:
-    """A tenant's limit: ``rate_per_s`` requests per second (0 = unlimited) and ``burst``
-    requests at once (>= 1). Raises ``ValueError`` on a negative rate or a burst below 1."""
-
-    rate_per_s: float = 0.0
-    burst: float = 1.0
-
-    def __post_init__(self) -> None:
-        if not self.rate_per_s >= 0:  # also refuses NaN
-            raise ValueError(f"QuotaLimit: rate_per_s must be >= 0 (got {self.rate_per_s!r})")
-        if not self.burst >= 1:
-            raise ValueError(f"QuotaLimit: burst must be >= 1 (got {self.burst!r})")
-
-    @property
-    def unlimited(self) -> bool:
-        return self.rate_per_s == 0
 
 
 @dataclass(frozen=True)

@@ -89,11 +89,11 @@ class Router:
         if req.text and "text" not in self.stages:
             skipped.append(SkippedPart(part="text:0", reason="no text worker in this fleet"))
         elif req.text:
-            tasks.append(ModalityTask(part="text:0", modality="text", text=req.text, **common))  # type: ignore[arg-type]
+            tasks.append(ModalityTask(part="text:0", modality="text", text=req.text, **common))
         for i, item in enumerate(req.media):
             part = f"{item.type}:{i}"
             if item.type in self.stages:
-                tasks.append(ModalityTask(part=part, modality=item.type, media=item, **common))  # type: ignore[arg-type]
+                tasks.append(ModalityTask(part=part, modality=item.type, media=item, **common))
             else:
                 skipped.append(SkippedPart(part=part, reason=f"no {item.type} worker in this fleet"))
         for task in tasks:

@@ -4,7 +4,8 @@ The contract (after Ray Serve's batching): one partial per task, in order; an
 item that is past its deadline when the batch forms is not inferred
 (``expired``). Every failure is per item, whatever stage it happens in:
 
-* **prepare** (load, decode, resize) raises for one task: that item fails alone.
+* **prepare** (load, decode, resize) raises for one task: that item fails alone, after one more try
+  when the error is ``retriable`` (a media fetch that failed on the network; :data:`PREPARE_ATTEMPTS`).
 * **infer** returns an exception in place of one output (a stage that loops over
   its items, as OCR does): that item fails alone.
 * **infer** raises for the whole batch (a poison item inside a batched model
@@ -59,8 +60,8 @@ def _partial(
         evidence = [Evidence(**{**e.model_dump(), **({} if e.time_s is not None else place), "part": task.part})
                     for e in output.evidence]
     return PartialScore(
-        request_id=task.request_id, tenant_id=task.tenant_id, part=task.part, stage=stage.stage,  # type: ignore[arg-type]
-        model=stage.model, status=status,  # type: ignore[arg-type]
+        request_id=task.request_id, tenant_id=task.tenant_id, part=task.part, stage=stage.stage,
+        model=stage.model, status=status,
         scores=output.scores if output is not None else {},
         evidence=evidence,
         error_code=str(error.code) if error else None, error=error.message if error else None,
@@ -75,6 +76,27 @@ def _error_for(exc: BaseException, task: ModalityTask) -> AuditError:
     if isinstance(exc, AuditError):
         return exc.for_request(task.request_id)
     return InferenceFailed(describe(exc), request_id=task.request_id)
+
+
+#: attempts of ``prepare`` for one item when it raises a ``retriable`` :class:`AuditError` (a media fetch
+#: that failed on the network): the first, and one retry if the item's deadline has not passed.
+PREPARE_ATTEMPTS = 2
+
+
+def _prepare(stage: ModelStage, task: ModalityTask, now_ms: Callable[[], int]) -> Any:
+    """``stage.prepare(task)``, tried again (up to :data:`PREPARE_ATTEMPTS` in all) while it raises an
+    :class:`AuditError` whose ``retriable`` flag is set and the task's deadline has not passed; any other
+    error, or the last attempt's, is raised (the item then fails alone: an ``error`` partial, and a DLQ
+    record when the error's ``to_dlq`` says so)."""
+    for attempt in range(1, PREPARE_ATTEMPTS + 1):
+        try:
+            return stage.prepare(task)
+        except AuditError as exc:
+            if not exc.retriable or attempt == PREPARE_ATTEMPTS or past_deadline(task.deadline_ms, now_ms()):
+                raise
+            log.info("prepare of %s %s on %s failed (%s), retriable: attempt %d of %d", task.request_id,
+                     task.part, stage.stage, exc.message, attempt + 1, PREPARE_ATTEMPTS)
+    raise AssertionError("unreachable: the last attempt returns or raises")
 
 
 def infer_isolated(stage: ModelStage, inputs: list[Any]) -> list[StageOutput | BaseException]:
@@ -130,7 +152,7 @@ def process_batch(
         if i in expired:
             continue
         try:
-            prepared.append((i, stage.prepare(task)))
+            prepared.append((i, _prepare(stage, task, now_ms)))
         except AuditError as exc:
             failed[i] = _error_for(exc, task)
         except Exception as exc:  # a bug or library error on one item must not fail the batch

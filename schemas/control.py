@@ -26,8 +26,8 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from rtaudit.engine.policy import BreakerAction, QuotaPolicy, TenantPolicy
 from rtaudit.schemas.messages import EpochMs, Lane
+from rtaudit.schemas.policy import BreakerAction, QuotaPolicy, TenantPolicy
 
 #: stages whose model the control topic can change.
 CONTROL_STAGES = ("text", "image", "ocr")
@@ -49,7 +49,7 @@ def subject_kind(subject: str) -> tuple[SubjectKind, str]:
     if m is None:
         raise ValueError(f"unknown control subject {subject!r}: expected model:<stage>, rollout:<stage> "
                          f"(stage in {', '.join(CONTROL_STAGES)}), policy:<tenant>, priority:<tenant> or breaker:<tenant>")
-    return (m.group(1) or m.group(3)), (m.group(2) or m.group(4))  # type: ignore[return-value]
+    return (m.group(1) or m.group(3)), (m.group(2) or m.group(4))  # type: ignore[return-value]  # the regex's groups are exactly the SubjectKind literals
 
 
 class BundleRef(_Strict):
@@ -159,7 +159,7 @@ class PriorityPayload(_Strict):
 
 
 class BreakerPayload(_Strict):
-    """``breaker:<tenant>``: the tenant's circuit breaker (:class:`rtaudit.engine.policy.Breaker`).
+    """``breaker:<tenant>``: the tenant's circuit breaker (:class:`rtaudit.schemas.policy.Breaker`).
 
     Attributes:
         action: what verdicts do while it is tripped: ``fail_open``, ``fail_closed`` or ``hold_for_review``.

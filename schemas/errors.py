@@ -60,8 +60,8 @@ class AuditError(Exception):
     Attributes:
         code: stable error code (:class:`ErrorCode`).
         to_dlq: the offending record goes to ``audit.dlq`` with its original bytes.
-        retriable: trying again later may succeed (network fetch), so a worker may
-            retry before it gives up and routes to the DLQ.
+        retriable: trying again may succeed (a network fetch): :func:`rtaudit.engine.stage.process_batch`
+            prepares such an item once more, within its deadline, before it fails it (error partial, DLQ).
     """
 
     code: ErrorCode = ErrorCode.SCHEMA_VIOLATION
@@ -109,8 +109,10 @@ class MediaFetchFailed(AuditError):
 
 
 class InferenceFailed(AuditError):
+    """A model call failed, or a library raised something untyped. Not ``retriable``: a failing batch is
+    already inferred again in halves down to the failing item (:func:`rtaudit.engine.stage.infer_isolated`)."""
+
     code = ErrorCode.INFERENCE_FAILED
-    retriable = True
 
 
 class RoutingFailed(AuditError):

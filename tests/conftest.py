@@ -65,7 +65,9 @@ def safety_data_dir() -> Path:
     they are absent (counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_SAFETY_DATA=1``."""
     from rtaudit.modelbuild.text import data as D
 
-    root = D.safety_data_dir()
+    from rtaudit.workers.settings import Settings
+
+    root = D.safety_data_dir(Settings().safety_data)  # $RTAUDIT_SAFETY_DATA
     missing = [p for p in D.required_safety_files(root) if not p.is_file()]
     return _fetched_data(root, missing, SAFETY_SKIP_REASON, D.SAFETY_ENV, "RTAUDIT_REQUIRE_SAFETY_DATA")
 
@@ -81,7 +83,9 @@ def multilingual_data_dir() -> Path:
     they are absent (counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_MULTILINGUAL_DATA=1``."""
     from rtaudit.modelbuild.text import multilingual_data as MD
 
-    root = MD.default_data_dir()
+    from rtaudit.workers.settings import Settings
+
+    root = MD.default_data_dir(Settings().multilingual_data)  # $RTAUDIT_MULTILINGUAL_DATA
     return _fetched_data(root, MD.missing(root), MULTILINGUAL_SKIP_REASON, MD.DATA_ENV, "RTAUDIT_REQUIRE_MULTILINGUAL_DATA")
 
 

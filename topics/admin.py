@@ -44,7 +44,8 @@ def ensure_topics(
     ``confluent_kafka.KafkaException`` when the broker is unreachable.
     """
     specs = specs if specs is not None else catalog()
-    conf = {"bootstrap.servers": bootstrap_servers} if isinstance(bootstrap_servers, str) else dict(bootstrap_servers)
+    conf: dict[str, str | int | float | bool] = (
+        {"bootstrap.servers": bootstrap_servers} if isinstance(bootstrap_servers, str) else dict(bootstrap_servers))
     admin = AdminClient(conf)
     existing = _existing(admin, timeout_s)
     to_create = [s for s in specs if s.name not in existing]

@@ -15,7 +15,7 @@ def speech_scorer(settings: Settings) -> SpeechScorer:
     return SpeechScorer(
         WhisperRecognizer(cpu_threads=threads, beam_size=settings.av.asr_beam_size),
         TextScorer(prefer_gpu=settings.prefer_gpu, intra_op_threads=settings.model_threads(),
-                   encoder_precision=settings.text_encoder_precision),
+                   encoder_precision=settings.text_encoder_precision, cache=settings.cache),
     )
 
 

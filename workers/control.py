@@ -69,7 +69,7 @@ def reader_consumer(settings: Settings) -> Consumer:
     unique and never joined (``assign``, no ``subscribe``; nothing is committed). Its fetches
     wait up to :data:`FETCH_WAIT_MS` on an idle topic (the local profile's 10 ms fetch wait
     would send every process's idle reader to the broker 100 times a second)."""
-    consumer = Consumer(consumer_config(settings, f"rtaudit-control-reader-{uuid.uuid4().hex[:12]}",
+    consumer = Consumer(consumer_config(settings, f"rtaudit-control-reader-{uuid.uuid4().hex[:12]}", None,
                                         **{"fetch.wait.max.ms": FETCH_WAIT_MS}))
     consumer.assign([TopicPartition(CONTROL, 0, OFFSET_BEGINNING)])
     return consumer

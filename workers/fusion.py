@@ -39,7 +39,7 @@ from confluent_kafka import Consumer, KafkaError, Message, TopicPartition
 
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.fusion import Fusion
-from rtaudit.engine.fusion_table import Decision, PendingTable
+from rtaudit.engine.fusion_table import DecidedRequest, PendingTable
 from rtaudit.engine.policy import PolicyBook
 from rtaudit.schemas.codec import decode_scores_record, encode
 from rtaudit.schemas.errors import AuditError
@@ -149,7 +149,7 @@ class FusionHandler(HandlerBase):
                 out[(SCORES, p)] = offset
         return out
 
-    def _verdict(self, decision: Decision, partition: int) -> Output:
+    def _verdict(self, decision: DecidedRequest, partition: int) -> Output:
         """The decision's verdict record, named with its trace id and carrying its ``emit`` span's
         context when the request was traced (:func:`rtaudit.workers.tracing.fusion_emit`)."""
         verdict = tracing.fusion_emit(decision.verdict)

@@ -13,7 +13,8 @@ def stage_factory(settings: Settings) -> ModelStage:
     return OCRStage(
         settings.media.policy(),
         TextScorer(prefer_gpu=settings.gpu_for("ocr"), intra_op_threads=settings.model_threads(),
-                   encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options()),
+                   encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options(),
+                   cache=settings.cache),
         intra_op_threads=settings.model_threads(), use_cuda=settings.gpu_for("ocr"),
         sampling=settings.av.sampling("animation"),
     )

@@ -111,7 +111,7 @@ class RecoveringProducer:
         """Serve delivery reports for up to ``timeout`` seconds (``Producer.poll``), then recover if needed."""
         producer = self._producer
         try:
-            n = producer.poll(timeout)
+            n = int(producer.poll(timeout))
         except KafkaException as exc:  # a fatal error raised through poll
             self._note_fatal(exc.args[0] if exc.args else exc)
             n = 0

@@ -12,7 +12,6 @@ what this module renders::
 
 from __future__ import annotations
 
-import ast
 import inspect
 import re
 import sys
@@ -64,7 +63,7 @@ def field_comments(model: type[BaseModel]) -> dict[str, str]:
         for i, line in enumerate(lines):
             m = re.match(r"\s+(\w+)\s*:", line)
             if m and m.group(1) in model.model_fields:
-                j, notes = i - 1, []
+                j, notes = i - 1, list[str]()
                 while j >= 0 and lines[j].strip().startswith("#:"):
                     notes.insert(0, lines[j].strip()[2:].strip())
                     j -= 1
@@ -127,7 +126,7 @@ def _default(field: Any) -> str:
 def _model_at(path: str) -> type[BaseModel]:
     model: type[BaseModel] = Settings
     for part in filter(None, path.split(".")):
-        model = model.model_fields[part].annotation  # type: ignore[assignment]
+        model = model.model_fields[part].annotation  # type: ignore[assignment]  # a nested settings section's annotation is its BaseModel class
     return model
 
 

@@ -64,7 +64,7 @@ def bundle_loader(settings: Settings) -> Loader:
         from rtaudit.engine.bundle_store import uri_path
         from rtaudit.engine.bundle_stage import ready_stage
 
-        ready = ready_stage(uri_path(ref.uri), settings, sha256=ref.sha256)
+        ready = ready_stage(uri_path(ref.uri), settings.stage_options(), sha256=ref.sha256)
         log.info("%s bundle %s: verified in %.0f ms, loaded in %.0f ms, %d golden cases in %.0f ms, warm-up ms per "
                  "batch size %s", ref.stage, ref.version, ready.verify_ms, ready.load_ms, ready.golden,
                  ready.golden_ms, ready.warm_ms)
@@ -311,7 +311,7 @@ class ServingSet:
         errors = sum(1 for p in result.partials if p.status == "error")
         with self._lock:
             if self._judge is not None and snap.rollout_version == self._rollout_version and result.inferred + errors:
-                self._judge.record_batch(which, ms, result.inferred + errors, errors)  # type: ignore[arg-type]
+                self._judge.record_batch(which, ms, result.inferred + errors, errors)  # type: ignore[arg-type]  # which is 'serving' or 'candidate' (the Literal the judge takes)
         return indices, result
 
     def _shadow(self, snap: Snapshot, tasks: list[ModalityTask], stable_part: tuple[list[int], BatchResult],
@@ -432,6 +432,6 @@ def warmup_task(modality: str) -> ModalityTask:
         img.save(buf, format="PNG")
         content = {"media": MediaItem(type="image", data_b64=base64.b64encode(buf.getvalue()).decode(), name="warmup.png")}
     return ModalityTask(
-        request_id="rtaudit-warmup", tenant_id="rtaudit-warmup", part=f"{modality}:0", modality=modality,  # type: ignore[arg-type]
+        request_id="rtaudit-warmup", tenant_id="rtaudit-warmup", part=f"{modality}:0", modality=modality,
         lane="hi", created_at_ms=t, deadline_ms=t + 600_000, routed_at_ms=t, **content,
     )

@@ -15,7 +15,7 @@ import math
 import os
 import tomllib
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, ValidationError, model_validator
 from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDict
@@ -33,6 +33,9 @@ from rtaudit.engine.policy import (
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
 from rtaudit.workers.security import SecuritySettings
 from rtaudit.workers.obs_settings import DriftSettings, TracingSettings
+
+if TYPE_CHECKING:
+    from rtaudit.engine.bundle_stage import StageOptions
 
 #: Loopback port of the embedded broker when no external bootstrap is configured.
 EMBEDDED_PORT = 19092
@@ -122,7 +125,7 @@ class ExplainSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
     enabled: bool = True
-    decisions: list[Literal["allow", "review", "block"]] = Field(default_factory=lambda: ["review", "block"])
+    decisions: list[Literal["allow", "review", "block"]] = Field(default_factory=lambda: ["review", "block"])  # type: ignore[arg-type]  # mypy reads the lambda's list as list[str], not of the Literal
     method: Literal["gradcam++", "gradcam"] = "gradcam++"
     target: Literal["nsfw", "sfw"] = "nsfw"
     heatmap_side_px: int = Field(default=64, ge=8, le=512)
@@ -283,10 +286,10 @@ class GpuSettings(BaseModel):
 
     #: ``cpu`` or ``cuda`` per stage (``text``, ``image``, ``ocr``); a stage not listed runs on CPU.
     stage_devices: dict[Literal["text", "image", "ocr"], Literal["cpu", "cuda"]] = Field(
-        default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})
+        default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})  # type: ignore[arg-type]  # the lambda's dict read as dict[str, str]
     #: micro-batch size limit of a stage that runs on CUDA, items (replaces ``batch.max_size`` for it).
     max_batch: dict[Literal["text", "image", "ocr"], int] = Field(
-        default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})
+        default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})  # type: ignore[arg-type]  # the lambda's dict read as dict[str, int]
     #: CUDA device ordinal.
     device_id: int = Field(default=0, ge=0)
     #: cap of the CUDA provider's memory arena, MiB; 0: no cap.
@@ -381,6 +384,16 @@ class Settings(BaseSettings):
     #: ``benchmarks/int8_encoder.py`` when the encoder runs on CPU, fp32 on CUDA). The choice is
     #: part of the text model's version string, so each partial names what served it.
     text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
+    #: folder of the built models (the MiniLM ONNX graphs of ``rtaudit text build-encoder``) and of the
+    #: embedding memos of training and ``rtaudit eval``; unset: ``~/.cache/rtaudit``. The container image
+    #: sets it (``RTAUDIT_CACHE``) to where its build step exported the graphs.
+    cache: Path | None = None
+    #: root of the threat and self-harm sets of training and evaluation (fetched by hand:
+    #: docs/text-moderation.md); unset: ``~/.cache/rtaudit/data``. ``--safety-data`` wins.
+    safety_data: Path | None = None
+    #: root of the per-language abuse sets (docs/text-moderation.md, "Other languages"); unset:
+    #: ``~/.cache/rtaudit/multilingual``. ``--data`` of the multilingual commands wins.
+    multilingual_data: Path | None = None
     batch: BatchSettings = Field(default_factory=BatchSettings)
     media: MediaSettings = Field(default_factory=MediaSettings)
     av: TimedMediaSettings = Field(default_factory=TimedMediaSettings)
@@ -401,7 +414,7 @@ class Settings(BaseSettings):
     allow_unknown_category: bool = False
 
     @classmethod
-    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):  # type: ignore[no-untyped-def]
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings, file_secret_settings):
         # explicit arguments win over the environment; :func:`load_settings` puts the settings
         # file under the environment (it merges the two before passing them as arguments)
         return (init_settings, _EnvSource(settings_cls))
@@ -456,6 +469,14 @@ class Settings(BaseSettings):
             return self.batch.config(stage)
         return self.batch.config(stage, max_size=limit)
 
+    def stage_options(self) -> StageOptions:
+        """How this process builds a model bundle's stage (:func:`rtaudit.engine.bundle_stage.load_stage`)."""
+        from rtaudit.engine.bundle_stage import StageOptions
+
+        return StageOptions(prefer_gpu=self.prefer_gpu, intra_op_threads=self.model_threads(),
+                            encoder_precision=self.text_encoder_precision, media_policy=self.media.policy(),
+                            cache=self.cache)
+
     def model_threads(self) -> int:
         """onnxruntime intra-op threads each model session of this process gets.
 
@@ -496,12 +517,9 @@ def config_path(explicit: str | os.PathLike[str] | None = None) -> Path | None:
 #: ``RTAUDIT_*`` environment variables that are not settings fields (read elsewhere, documented there).
 OTHER_ENV_VARS = frozenset({
     "RTAUDIT_CONFIG",  # the settings file (this module)
-    "RTAUDIT_CACHE",  # built-model cache directory (engine/text/encoder.py)
     "RTAUDIT_BROKER_LOG",  # RUST_LOG of the embedded broker (tools/fleet/broker.py)
     "RTAUDIT_REQUIRE_SHARED_DATA",  # tests: a missing ../shared is a failure (tests/conftest.py)
-    "RTAUDIT_SAFETY_DATA",  # the threat and self-harm sets (modelbuild/text/data.py)
     "RTAUDIT_REQUIRE_SAFETY_DATA",  # tests: missing threat/self-harm sets are a failure (tests/conftest.py)
-    "RTAUDIT_MULTILINGUAL_DATA",  # the per-language abuse sets (modelbuild/text/multilingual_data.py)
     "RTAUDIT_REQUIRE_MULTILINGUAL_DATA",  # tests: missing per-language sets are a failure (tests/conftest.py)
 })
 ENV_PREFIX = "RTAUDIT_"
@@ -584,8 +602,8 @@ def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
         where = ".".join(str(p) for p in loc) or "<settings>"
         envs = _env_vars_of(loc, environ)
         if envs:
-            shown = [e if any(w in e.upper() for w in _SECRET_WORDS) else f"{e}={environ[e]!r}" for e in envs]
-            source = f"environment variable{'s' if len(envs) > 1 else ''} {', '.join(shown)}"
+            named = [e if any(w in e.upper() for w in _SECRET_WORDS) else f"{e}={environ[e]!r}" for e in envs]
+            source = f"environment variable{'s' if len(envs) > 1 else ''} {', '.join(named)}"
         else:
             source = str(file) if file else "the defaults"
         msg = err["msg"].removeprefix("Value error, ")

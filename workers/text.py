@@ -22,7 +22,8 @@ def stage_factory(settings: Settings) -> ModelStage:
     from rtaudit.engine.text.scoring import TextScorer
 
     return TextStage(TextScorer(prefer_gpu=settings.gpu_for("text"), intra_op_threads=settings.model_threads(),
-                                encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options()))
+                                encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options(),
+                                cache=settings.cache))
 
 
 app = modality_app("text", "text", stage_factory)

@@ -134,7 +134,7 @@ def bench_model(name: str, path: str, inputs: Callable[[int], dict[str, np.ndarr
     peak = base
     for b in batches:
         feed = inputs(b)
-        rate, one_run = time_point(lambda: sess.run(None, feed), b, min_seconds)
+        rate, one_run = time_point(lambda feed=feed: sess.run(None, feed), b, min_seconds)
         per_batch[b] = rate
         if provider == CUDA:
             used = gpu_memory_used_mib()

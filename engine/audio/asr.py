@@ -49,7 +49,7 @@ MANIFEST = Path(__file__).with_name("manifest.json")
 
 def manifest_entry(name: str) -> dict[str, str]:
     """The manifest entry of ``whisper-tiny.en`` or ``silero-vad-v6`` (package, path, sha256, licence, source)."""
-    return json.loads(MANIFEST.read_text())["models"][name]  # type: ignore[no-any-return]
+    return json.loads(MANIFEST.read_text())["models"][name]  # type: ignore[no-any-return]  # manifest.json's model entry is a dict (checked by tests/unit/test_audio.py)
 
 
 def model_sha256(path: Path | None = None) -> str:

@@ -8,6 +8,8 @@ itself uses. The content decides, never the file name: a ``.mp3`` that holds Ogg
 
 from __future__ import annotations
 
+from typing import Any
+
 import io
 from dataclasses import dataclass
 
@@ -39,7 +41,7 @@ class DecodedAudio:
         return len(self.samples) / SAMPLE_RATE_HZ
 
 
-def open_container(data: bytes):  # type: ignore[no-untyped-def]
+def open_container(data: bytes) -> Any:
     """``av.open`` over the bytes of one media item (an ``av.container.InputContainer``; use it as a
     context manager).
 

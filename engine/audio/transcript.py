@@ -28,7 +28,9 @@ class Transcript:
 
     @classmethod
     def of(cls, words: list[Word]) -> "Transcript":
-        parts, offsets, at = [], [], 0
+        parts: list[str] = []
+        offsets: list[tuple[int, int]] = []
+        at = 0
         for w in words:
             token = w.text.strip()
             if parts:

@@ -65,7 +65,7 @@ class SpeechAudio:
 
         if not self._chunks:
             return t_s
-        return SpeechTimestampsMap(list(self._chunks), SAMPLE_RATE_HZ).get_original_time(t_s, is_end=is_end)
+        return float(SpeechTimestampsMap(list(self._chunks), SAMPLE_RATE_HZ).get_original_time(t_s, is_end=is_end))
 
 
 def speech_segments(samples: np.ndarray, params: VadParams = VadParams()) -> SpeechAudio:

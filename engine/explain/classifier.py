@@ -161,7 +161,8 @@ class TorchCopy(nn.Module):
         return cls(graph, time.perf_counter() - started).to(device)
 
     def forward(self, batch: torch.Tensor) -> torch.Tensor:
-        return self.graph(batch.permute(0, 2, 3, 1))
+        out: torch.Tensor = self.graph(batch.permute(0, 2, 3, 1))
+        return out
 
     @property
     def device(self) -> torch.device:

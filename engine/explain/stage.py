@@ -57,9 +57,9 @@ class ExplainStage:
     def _record(self, job: Job, now_ms: int, **fields: object) -> Explanation:
         return Explanation(
             request_id=job.request_id, part=job.part or "image:*",
-            trigger=job.trigger, decision=job.decision,  # type: ignore[arg-type]
-            model=self.served.model, method=self.explainer.method, target=self.target, layer=TARGET_LAYER,  # type: ignore[arg-type]
-            box_threshold=self.box_threshold, produced_at_ms=now_ms, **fields,  # type: ignore[arg-type]
+            trigger=job.trigger, decision=job.decision,
+            model=self.served.model, method=self.explainer.method, target=self.target, layer=TARGET_LAYER,
+            box_threshold=self.box_threshold, produced_at_ms=now_ms, **fields,
         )
 
     def explain(self, job: Job, now_ms: int) -> Explanation:

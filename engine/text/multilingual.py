@@ -67,7 +67,7 @@ SOCIAL = re.compile(r"@\w+|https?://\S+|www\.\S+|\|lbr\||\b(?:hashtag|url|user|u
 
 def social_view(n: NormalizedText) -> NormalizedText:
     """``n`` without :data:`SOCIAL` (runs of spaces left by a removal collapsed), offsets kept."""
-    drop = set()
+    drop: set[int] = set()
     for m in SOCIAL.finditer(n.text):
         drop.update(range(m.start(), m.end()))
     if not drop:

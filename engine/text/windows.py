@@ -111,7 +111,7 @@ def _merge(segments: list[tuple[int, int]], size: int, budget: int) -> list[tupl
     nxt = list(range(1, len(segs) + 1))
     prv = list(range(-1, len(segs) - 1))
     cost = encoded_cost(segments)
-    heap = [(segs[i + 1][1] - segs[i][0], i, i + 1) for i in range(len(segs) - 1)]  # type: ignore[index]
+    heap = [(segs[i + 1][1] - segs[i][0], i, i + 1) for i in range(len(segs) - 1)]  # type: ignore[index]  # segs holds None only for merged-away slots; the first pass has none
     heapq.heapify(heap)
     while cost > budget and heap:
         width, i, j = heapq.heappop(heap)
@@ -124,9 +124,9 @@ def _merge(segments: list[tuple[int, int]], size: int, budget: int) -> list[tupl
         nxt[i] = nxt[j]
         if nxt[i] < len(segs):
             prv[nxt[i]] = i
-            heapq.heappush(heap, (segs[nxt[i]][1] - merged[0], i, nxt[i]))  # type: ignore[index]
+            heapq.heappush(heap, (segs[nxt[i]][1] - merged[0], i, nxt[i]))  # type: ignore[index]  # nxt[i] indexes a live segment: merged ones are unlinked before
         if prv[i] >= 0:
-            heapq.heappush(heap, (merged[1] - segs[prv[i]][0], prv[i], i))  # type: ignore[index]
+            heapq.heappush(heap, (merged[1] - segs[prv[i]][0], prv[i], i))  # type: ignore[index]  # prv[i] indexes a live segment: merged ones are unlinked before
     return [s for s in segs if s is not None]
 
 

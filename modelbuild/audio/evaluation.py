@@ -60,7 +60,7 @@ class ClipResult:
     words: int
 
 
-def evaluate(manifest: Path, recognizer, vad: VadParams = VadParams()) -> list[ClipResult]:  # type: ignore[no-untyped-def]
+def evaluate(manifest: Path, recognizer, vad: VadParams = VadParams()) -> list[ClipResult]:
     """WER of ``recognizer`` (a :class:`rtaudit.engine.audio.asr.WhisperRecognizer`) on every clip
     of ``manifest``; a clip that fails to decode counts every reference word as deleted."""
     import jiwer

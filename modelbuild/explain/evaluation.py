@@ -170,5 +170,5 @@ def detector_labelled(images: list[tuple[str, np.ndarray]]) -> list[LabelledImag
         dets = detector.detect(np.ascontiguousarray(rgb[..., ::-1]))
         if dets:
             boxes = tuple(tuple(int(v) for v in d["box"]) for d in dets)
-            out.append(LabelledImage(name, rgb, boxes, ",".join(d["class"] for d in dets)))  # type: ignore[arg-type]
+            out.append(LabelledImage(name, rgb, boxes, ",".join(d["class"] for d in dets)))  # type: ignore[arg-type]  # NudeNet's box is 4 ints (x, y, w, h); the tuple() loses the length
     return out

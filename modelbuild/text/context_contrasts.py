@@ -129,7 +129,7 @@ IDENTITY_STATEMENTS: tuple[str, ...] = identity_statements()
 DIRECT_FORMS: tuple[str, ...] = tuple(t for family in direct_forms().values() for t in family)
 
 
-def context_examples():  # type: ignore[no-untyped-def]
+def context_examples():
     """:data:`CONTEXT_CONTRASTS` and :data:`DIRECT_FORMS` as ``train`` rows (dataset ``context_contrasts``):
     ``list[Example]``.
 

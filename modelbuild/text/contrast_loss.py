@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 
 
-def contrast_pair_columns(examples, train: np.ndarray) -> dict[int, np.ndarray]:  # type: ignore[no-untyped-def]
+def contrast_pair_columns(examples, train: np.ndarray) -> dict[int, np.ndarray]:
     """Category column → its contrast twins ``int64[P, 2]`` (positive row, negative row) among the ``train``
     rows (``bool[n]``; :func:`rtaudit.modelbuild.text.training_data.contrast_pairs`), for every category that has any."""
     from rtaudit.modelbuild.text import data as D
@@ -35,11 +35,16 @@ def with_twins(rows: np.ndarray, twins: dict[int, list[int]]) -> np.ndarray:
     if not twins:
         return rows
     seen = set(rows.tolist())
-    extra = [t for r in rows.tolist() for t in twins.get(r, ()) if not (t in seen or seen.add(t))]
+    extra = []
+    for r in rows.tolist():
+        for t in twins.get(r, ()):
+            if t not in seen:
+                seen.add(t)
+                extra.append(t)
     return np.concatenate([rows, np.array(extra, dtype=rows.dtype)]) if extra else rows
 
 
-def pair_loss(logits, rows: np.ndarray, pairs: dict[int, np.ndarray]):  # type: ignore[no-untyped-def]
+def pair_loss(logits, rows: np.ndarray, pairs: dict[int, np.ndarray]):
     """Summed logistic pairwise loss ``softplus(z_neg - z_pos)`` (RankNet's, Burges et al. 2005, ICML) of every
     contrast pair whose two rows are both in ``rows`` (``logits``: ``float32[len(rows), C]``, the pair's category
     column; ``pairs``: column → ``int64[P, 2]`` (positive row, negative row)): a 0-d tensor, 0.69 per tied pair, → 0

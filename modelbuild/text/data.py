@@ -80,7 +80,6 @@ import gzip
 import hashlib
 import io
 import json
-import os
 import re
 import xml.etree.ElementTree as ET
 import zipfile
@@ -112,6 +111,7 @@ DYNAHATE_DEV = 0.15
 SAFETY_WORDS = 40
 #: shares of the three-way hashed split of the safety sets (the rest is train).
 SAFETY_DEV, SAFETY_TEST = 0.15, 0.20
+#: the environment variable of the ``safety_data`` setting (read by :mod:`rtaudit.workers.settings`, named in messages).
 SAFETY_ENV = "RTAUDIT_SAFETY_DATA"
 #: HatemojiBuild file stem → this project's split name.
 HATEMOJI_SPLITS = {"train": "train", "validation": "dev", "test": "test"}
@@ -142,10 +142,10 @@ def hashed_split(uid: str, seed: int = SPLIT_SEED, dev_fraction: float = DEV_FRA
     return "dev" if h / 2**64 < dev_fraction else "train"
 
 
-def safety_data_dir() -> Path:
-    """Root of the threat and self-harm sets: ``$RTAUDIT_SAFETY_DATA``, else ``~/.cache/rtaudit/data``."""
-    env = os.environ.get(SAFETY_ENV)
-    return Path(env) if env else Path.home() / ".cache" / "rtaudit" / "data"
+def safety_data_dir(root: Path | None = None) -> Path:
+    """Root of the threat and self-harm sets: ``root`` (the ``safety_data`` setting, ``$RTAUDIT_SAFETY_DATA``,
+    which the CLI passes), else ``~/.cache/rtaudit/data``."""
+    return Path(root).expanduser() if root is not None else Path.home() / ".cache" / "rtaudit" / "data"
 
 
 def text_key(text: str) -> str:
@@ -339,7 +339,7 @@ def xlsx_rows(path: Path) -> list[dict[str, str]]:
     for row in sheet.iter(f"{ns}row"):
         cells: dict[str, str] = {}
         for c in row.findall(f"{ns}c"):
-            col = re.match(r"[A-Z]+", c.get("r", "")).group()  # type: ignore[union-attr]
+            col = re.match(r"[A-Z]+", c.get("r", "")).group()  # type: ignore[union-attr]  # an XLSX cell reference (r attribute) always starts with its column letters
             v, inline = c.find(f"{ns}v"), c.find(f"{ns}is")
             if v is not None and v.text is not None:
                 cells[col] = shared[int(v.text)] if c.get("t") == "s" else v.text

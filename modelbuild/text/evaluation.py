@@ -84,7 +84,7 @@ def score_matrix(scorer: TextScorer, texts: list[str], batch_size: int = 256) ->
     """Category scores per text (no evidence), in batches."""
     out: list[dict[str, float]] = []
     for lo in range(0, len(texts), batch_size):
-        out.extend(r.scores for r in scorer.score(texts[lo:lo + batch_size], evidence=False))
+        out.extend(dict(r.scores) for r in scorer.score(texts[lo:lo + batch_size], evidence=False))
     return out
 
 
@@ -144,11 +144,11 @@ def evidence_f1(scorer: TextScorer, root: Path, *, quick: bool = False) -> tuple
     ours: list[list[tuple[int, int]]] = []
     for lo in range(0, len(texts), 64):
         ours.extend([(s.start, s.end) for s in res.spans] for res in scorer.score(texts[lo:lo + 64]))
-    base = [[ev.span for ev in out.evidence] for out in scorer.lexical.score_with_spans(texts)]
+    base = [[ev.span for ev in out.evidence if ev.span is not None] for out in scorer.lexical.score_with_spans(texts)]
     return _token_prf(rows, ours), _token_prf(rows, base), len(rows)
 
 
-def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):  # type: ignore[no-untyped-def]
+def evasion(scorer: TextScorer, root: Path, *, quick: bool = False):
     """``(model report, baseline report)`` of :func:`rtaudit.modelbuild.text.robustness.evasion_report`.
 
     Offensive texts: dev rows labelled offensive from Davidson, OLID and HateXplain

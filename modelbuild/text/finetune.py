@@ -43,7 +43,7 @@ library versions gives the same delta):
   The embedding memo of the new encoder is filled from the cached states first (checked against the ONNX
   graph), so the refit embeds nothing twice.
 
-Threads: one torch thread (:func:`set_threads`; ``OMP_NUM_THREADS`` wins). The plain wheel encoder stays
+Threads: one torch thread (:func:`set_threads`; the CLI passes ``OMP_NUM_THREADS`` when set). The plain wheel encoder stays
 available: ``MiniLMEncoder(delta=None)``, ``rtaudit text train --base-encoder``, and an artifact directory
 whose manifest names no delta (``rtaudit eval --artifacts DIR``).
 """
@@ -52,8 +52,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
-import os
 import time
+from typing import Any
 from pathlib import Path
 
 import numpy as np
@@ -69,17 +69,17 @@ log = logging.getLogger(__name__)
 CACHE_BELOW = 0
 
 
-def _key(ids) -> str:  # type: ignore[no-untyped-def]
+def _key(ids) -> str:
     return hashlib.sha1(np.asarray(ids, dtype=np.int32).tobytes()).hexdigest()
 
 
-def _layer(layer, h, ext):  # type: ignore[no-untyped-def]
+def _layer(layer, h, ext):
     """One BertLayer forward (transformers returns a tensor or a 1-tuple, by version)."""
     out = layer(h, attention_mask=ext)
     return out[0] if isinstance(out, tuple) else out
 
 
-def additive_mask(mask):  # type: ignore[no-untyped-def]
+def additive_mask(mask):
     """``float32[B, 1, 1, T]``: 0 where attended, the dtype's minimum on padding (eager attention's form)."""
     import torch
 
@@ -133,7 +133,7 @@ def cache_hidden(ids: list[list[int]], below: int = CACHE_BELOW, chunk: int = 40
     return out
 
 
-def training_texts(root: Path, safety_root: Path | None = None):  # type: ignore[no-untyped-def]
+def training_texts(root: Path, safety_root: Path | None = None):
     """``(examples, normalized texts)`` of :func:`rtaudit.modelbuild.text.training_data.english_examples` (train + dev, never test):
     the exact input the scorer gives the encoder (a training text fits one window)."""
     from rtaudit.modelbuild.text import data as D
@@ -165,7 +165,7 @@ class HiddenCache:
         return self.parts[part][s:s + n]
 
 
-def targets(examples, texts: list[str], lexical_prob: np.ndarray):  # type: ignore[no-untyped-def]
+def targets(examples, texts: list[str], lexical_prob: np.ndarray):
     """``(y, w)`` ``float32[n, C]`` for the multi-label head: the labels and sample weights ``train_english`` fits
     each category with (balanced per (dataset, class) on the train rows that label it, times ``DATASET_WEIGHT``,
     each category's hard negatives (``HARD_NEGATIVES``), HatemojiBuild's profane contrasts unlabelled), each category's weights scaled to
@@ -191,7 +191,7 @@ class TopLayers:
     """The trainable part: BERT layers ``below..5`` (copies of the base's), mean pooling, L2 norm; and a
     temporary linear head over ``[embedding, logit(lexical)]`` (initialised from the shipped head)."""
 
-    def __init__(self, below: int = CACHE_BELOW, head=None) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, below: int = CACHE_BELOW, head=None) -> None:
         import copy
 
         import torch
@@ -205,7 +205,7 @@ class TopLayers:
             self.head.weight.copy_(torch.from_numpy(np.ascontiguousarray(head.W.T)))
             self.head.bias.copy_(torch.from_numpy(head.b - head.shift))
 
-    def embed(self, h, mask):  # type: ignore[no-untyped-def]
+    def embed(self, h, mask):
         import torch
 
         ext = additive_mask(mask)
@@ -225,7 +225,7 @@ class TopLayers:
         return out
 
 
-def _pad(states: list[np.ndarray]):  # type: ignore[no-untyped-def]
+def _pad(states: list[np.ndarray]):
     import torch
 
     width = max(len(s) for s in states)
@@ -241,7 +241,7 @@ def length_batches(lengths: np.ndarray, batch_size: int, rng: np.random.Generato
     """Shuffled batches of rows of similar length (rows shuffled, sorted by length in pools of 50 batches)."""
     order = rng.permutation(len(lengths))
     pool = batch_size * 50
-    batches = []
+    batches: list[Any] = []
     for lo in range(0, len(order), pool):
         chunk = order[lo:lo + pool]
         chunk = chunk[np.argsort(lengths[chunk], kind="stable")]
@@ -264,7 +264,7 @@ def embed_rows(model: TopLayers, states: list[np.ndarray], batch_size: int = 128
     return out
 
 
-def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:  # type: ignore[no-untyped-def]
+def dev_report(scores: np.ndarray, y: np.ndarray, examples, categories) -> dict:
     """Per English dev set, macro-F1 over the categories it labels at each category's best pooled dev threshold
     (model selection only: the shipped thresholds come from the refit, ``rtaudit text train``)."""
     from rtaudit.modelbuild.text.metrics import best_threshold
@@ -431,7 +431,7 @@ def prefill_memo(delta: ED.EncoderDelta, texts: list[str], check: int = 64) -> E
     return enc
 
 
-def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kwargs) -> dict:  # type: ignore[no-untyped-def]
+def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kwargs) -> dict:
     """:func:`finetune`, write ``artifacts/encoder_delta.npz`` (in parts when over 5 MB: :func:`~rtaudit.engine.text.encoder_delta.write_delta`), fill the new encoder's embedding memo and (``refit``)
     refit every head on it with ``rtaudit text train``'s pipeline (:func:`rtaudit.modelbuild.text.train.train_all`),
     which writes the manifest with the delta's sha256. Returns the fine-tuning report."""
@@ -454,7 +454,8 @@ def run(root: Path, safety_root: Path | None = None, *, refit: bool = True, **kw
 
 
 def set_threads(n: int = 1) -> None:
-    """One torch thread (the recipe's CPU budget; ``OMP_NUM_THREADS`` is honoured when set)."""
+    """``n`` torch intra-op threads (the recipe's CPU budget is one; ``rtaudit text finetune`` passes
+    ``OMP_NUM_THREADS`` when set)."""
     import torch
 
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", n)))
+    torch.set_num_threads(n)

@@ -277,8 +277,8 @@ def build_suite() -> tuple[Case, ...]:
         add(fid, items, "hand")
     out: list[Case] = []
     for f in FUNCTIONALITIES:
-        for i, (text, source, category) in enumerate(texts[f.id]):
-            out.append(Case(f"{f.id}-{i:03d}", f.id, text, f.hateful, category, source))
+        for i, (text, source, cat) in enumerate(texts[f.id]):
+            out.append(Case(f"{f.id}-{i:03d}", f.id, text, f.hateful, cat, source))
     return tuple(out)
 
 
@@ -358,7 +358,7 @@ def evaluate(score: ScoresFn, cases: Sequence[Case] | None = None, *,
     return FunctionalReport(tuple(rows), failures)
 
 
-def scorer_scores(text_scorer, batch_size: int = 128) -> ScoresFn:  # type: ignore[no-untyped-def]
+def scorer_scores(text_scorer, batch_size: int = 128) -> ScoresFn:
     """A :data:`ScoresFn` over a :class:`rtaudit.engine.text.scoring.TextScorer` (no evidence, in batches)."""
 
     def score(texts: list[str]) -> list[dict[str, float]]:
@@ -381,7 +381,7 @@ HEADER = ("functionality", "family", "label", "category", "n", "passed", "pass r
 TITLE = "Functional suite: pass rate per functionality"
 
 
-def rich_table(report: FunctionalReport):  # type: ignore[no-untyped-def]
+def rich_table(report: FunctionalReport):
     """The report as a :class:`rich.table.Table` (``rtaudit eval``; as markdown through
     :func:`rtaudit.cli.common.markdown_table`)."""
     from rich.table import Table

@@ -76,7 +76,7 @@ class WholeDocumentRow:
         return bool(self.flagged) and self.delta <= TARGET_DELTA
 
 
-def whole_document(score, words: int = 5000, review: float = 0.5,  # type: ignore[no-untyped-def]
+def whole_document(score, words: int = 5000, review: float = 0.5,
                    sentences: Sequence[str] = SENTENCES) -> list[WholeDocumentRow]:
     """Every sentence of ``sentences`` alone and at every place of :data:`PLACES` in ``words`` words of
     :func:`benign_sentences` (one ``score`` call: texts → per-text ``{category: score}``)."""

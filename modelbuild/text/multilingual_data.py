@@ -1,7 +1,7 @@
 """The public abuse datasets behind the per-language models, and their deterministic splits.
 
 The data is not in git. ``rtaudit text train-multilingual --data DIR`` reads ``DIR/<source>/<file>``
-(default ``$RTAUDIT_MULTILINGUAL_DATA`` or ``~/.cache/rtaudit/multilingual``); each
+(default: the ``multilingual_data`` setting, ``$RTAUDIT_MULTILINGUAL_DATA``, or ``~/.cache/rtaudit/multilingual``); each
 :class:`Source` names the GitHub repository, the commit and the path each file was taken from
 (``git show <commit>:<path>``; MLMA's two files are inside the repository's ``hate_speech_mlma.zip``)
 and the licence, and training records the sha256 of every file it read in the manifest.
@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import csv
 import hashlib
-import os
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -26,13 +25,16 @@ from pathlib import Path
 SPLIT_SEED = 20261201
 TEST_SHARE = 0.15
 DEV_SHARE = 0.15
+#: the environment variable of the ``multilingual_data`` setting (read by :mod:`rtaudit.workers.settings`).
 DATA_ENV = "RTAUDIT_MULTILINGUAL_DATA"
 
 csv.field_size_limit(10**7)
 
 
-def default_data_dir() -> Path:
-    return Path(os.environ.get(DATA_ENV) or Path.home() / ".cache" / "rtaudit" / "multilingual")
+def default_data_dir(root: Path | None = None) -> Path:
+    """``root`` (the ``multilingual_data`` setting, ``$RTAUDIT_MULTILINGUAL_DATA``, which the CLI passes), else
+    ``~/.cache/rtaudit/multilingual``."""
+    return Path(root).expanduser() if root is not None else Path.home() / ".cache" / "rtaudit" / "multilingual"
 
 
 @dataclass(frozen=True)

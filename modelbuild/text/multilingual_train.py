@@ -93,7 +93,7 @@ def best_macro_threshold(y: np.ndarray, p: np.ndarray, grid: np.ndarray | None =
 
 
 def fit_char_model(train_texts: list[str], y_train: np.ndarray, dev_texts: list[str], y_dev: np.ndarray,
-                   weights: np.ndarray | None = None, ngrams_grid=NGRAMS, cs=CS,  # type: ignore[no-untyped-def]
+                   weights: np.ndarray | None = None, ngrams_grid=NGRAMS, cs=CS,
                    n_features: int = N_FEATURES, dev_ordinary: np.ndarray | None = None,
                    dev_routed: np.ndarray | None = None, recall_floor: float | None = DEV_RECALL_FLOOR,
                    ) -> tuple[CharNgramModel, dict]:
@@ -115,7 +115,7 @@ def fit_char_model(train_texts: list[str], y_train: np.ndarray, dev_texts: list[
             log.info("ngrams=%s C=%s dev macro-F1 %.4f at %.2f", ngrams, C, f1, t)
             if best is None or f1 > best[0]:
                 best = (f1, ngrams, C, t, idf, lr)
-    f1, ngrams, C, t, idf, lr = best  # type: ignore[misc]
+    f1, ngrams, C, t, idf, lr = best  # type: ignore[misc]  # best is set by the first grid point (the grid is never empty)
     model = CharNgramModel(idf, lr.coef_[0].astype(np.float32), float(lr.intercept_[0]),
                            float(lexical_logit(np.array([t]))[0]), tuple(ngrams))
     p_dev = model.predict(dev_texts)
@@ -248,11 +248,11 @@ class LanguageReport:
         return self.recall >= TARGET_RECALL and self.benign_fp <= TARGET_BENIGN_FP
 
 
-def _flagged(results) -> np.ndarray:  # type: ignore[no-untyped-def]
+def _flagged(results) -> np.ndarray:
     return np.array([max(r.scores.values()) >= 0.5 for r in results])
 
 
-def test_report(scorer, root: Path, quick: bool = False,  # type: ignore[no-untyped-def]
+def test_report(scorer, root: Path, quick: bool = False,
                 languages: tuple[str, ...] = ML.LANGUAGES) -> list[LanguageReport]:
     """Per language (of ``languages``, default all): P/R/F1 of ``scorer`` (any category >= 0.5) on the
     held-out test split and its false-positive rate on the language's benign sentences. ``quick``: the
@@ -280,7 +280,7 @@ def test_report(scorer, root: Path, quick: bool = False,  # type: ignore[no-unty
     return out
 
 
-def benign_report(scorer) -> dict[str, tuple[int, float]]:  # type: ignore[no-untyped-def]
+def benign_report(scorer) -> dict[str, tuple[int, float]]:
     """``{lang: (sentences, flagged share)}`` on the benign sentences alone (needs no data)."""
     from rtaudit.modelbuild.text.benign_multilingual import benign
 
@@ -315,7 +315,7 @@ def train_chinese(root: Path) -> tuple[ChineseModel, dict]:
         log.info("zh C=%s dev F1 %.4f at %.2f", C, f1, t)
         if best is None or f1 > best[0]:
             best = (f1, C, t, model)
-    f1, C, t, model = best  # type: ignore[misc]
+    f1, C, t, model = best  # type: ignore[misc]  # best is set by the first grid point (the grid is never empty)
     zh = ChineseModel(base.idf, model.coef_[0].astype(np.float32), float(model.intercept_[0]),
                       float(lexical_logit(np.array([t]))[0]))
     return zh, {"C": C, "threshold": round(t, 3), "dev_f1": round(f1, 4), "train_rows": int(tr.sum()),

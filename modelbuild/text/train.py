@@ -28,6 +28,7 @@ import logging
 import time
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -49,7 +50,7 @@ C_GRID = (0.5, 2.0, 8.0)
 #: "Counterfactual pairs").
 SAFETY_RECALL = {"violence": 0.82, "self-harm": 0.82}
 
-def embed_cached(encoder, texts: list[str], chunk: int = 1024,  # type: ignore[no-untyped-def]
+def embed_cached(encoder, texts: list[str], chunk: int = 1024,
                  budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Embeddings through the encoder's on-disk memo, saved after every chunk of new texts.
 
@@ -76,13 +77,13 @@ def embed_cached(encoder, texts: list[str], chunk: int = 1024,  # type: ignore[n
     return out, have
 
 
-def _fit_lr(X: np.ndarray, y: np.ndarray, C: float, sample_weight: np.ndarray | None = None):  # type: ignore[no-untyped-def]
+def _fit_lr(X: np.ndarray, y: np.ndarray, C: float, sample_weight: np.ndarray | None = None):
     from sklearn.linear_model import LogisticRegression
 
     return LogisticRegression(C=C, max_iter=2000).fit(X, y, sample_weight=sample_weight)
 
 
-def english_features(examples: list[D.Example], encoder, lexical,  # type: ignore[no-untyped-def]
+def english_features(examples: list[D.Example], encoder, lexical,
                      budget_s: float | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Head features ``float32[n, 385]`` of the normalized texts of ``examples`` and which rows have them."""
     from rtaudit.engine.text.normalize import normalize
@@ -92,10 +93,10 @@ def english_features(examples: list[D.Example], encoder, lexical,  # type: ignor
     return EnglishHead.features(emb, lexical.score_texts(texts)), have
 
 
-def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
+def train_english(root: Path, encoder, lexical,
                   budget_s: float | None = None, safety_root: Path | None = None,
                   only: tuple[str, ...] | None = None, base: tuple[EnglishHead, dict] | None = None,
-                  threshold_encoder=None) -> tuple[EnglishHead, dict]:  # type: ignore[no-untyped-def]
+                  threshold_encoder=None) -> tuple[EnglishHead, dict]:
     """Fit one logistic regression per category on train rows, each (dataset, class) cell weighted equally
     (:func:`~rtaudit.modelbuild.text.training_data.category_weights`); pick C and threshold on dev rows of the
     datasets not in :data:`NOT_FOR_THRESHOLDS`.
@@ -131,10 +132,10 @@ def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
     W = np.zeros((X.shape[1], len(cats)), np.float32)
     b = np.zeros(len(cats), np.float32)
     shift = np.zeros(len(cats), np.float32)
-    report: dict = {"rows": rows} if only is None else {"rows": base[1]["rows"], "refit": {"categories": list(only), "rows": rows}}  # type: ignore[index]
+    report: dict = {"rows": rows} if only is None else {"rows": base[1]["rows"], "refit": {"categories": list(only), "rows": rows}}  # type: ignore[index]  # base is set whenever only is (the caller checks both)
     for c_i, cat in enumerate(cats):
         if only is not None and cat not in only:
-            old_head, old_report = base  # type: ignore[misc]
+            old_head, old_report = base  # type: ignore[misc]  # base is set whenever only is (the caller checks both)
             j = old_head.categories.index(cat)
             W[:, c_i], b[c_i], shift[c_i] = old_head.W[:, j], old_head.b[j], old_head.shift[j]
             report[cat] = old_report[cat]
@@ -162,7 +163,7 @@ def train_english(root: Path, encoder, lexical,  # type: ignore[no-untyped-def]
             log.info("%s C=%s dev F1 %.4f at %.2f", cat, C, f1, t)
             if best is None or f1 > best[0]:
                 best = (f1, C, t, model)
-        f1, C, t, model = best  # type: ignore[misc]
+        f1, C, t, model = best  # type: ignore[misc]  # best is set by the first C tried (the grid is never empty)
         W[cols, c_i] = model.coef_[0]
         b[c_i] = model.intercept_[0]
         parent = PARENT.get(cat)
@@ -215,14 +216,14 @@ def hatemoji_dev_report(head: EnglishHead, examples: list[D.Example], X: np.ndar
             "macro_f1_hate": round(float(f1_score(y, scores[:, head.categories.index("hate")] >= 0.5, average="macro")), 4)}
 
 
-def _delta_names(delta) -> str | list[str]:  # type: ignore[no-untyped-def]
+def _delta_names(delta) -> str | list[str]:
     """The manifest's ``source_model.encoder_delta``: the one file's name, or the names of its parts in order."""
     names = [p.name for p in delta.paths]
     return names[0] if len(names) == 1 else names
 
 
 def train_all(root: Path, budget_s: float | None = None, safety_root: Path | None = None,
-              only: tuple[str, ...] | None = None, delta="shipped", delta_report: dict | None = None) -> dict:  # type: ignore[no-untyped-def]
+              only: tuple[str, ...] | None = None, delta="shipped", delta_report: dict | None = None) -> dict:
     """Train both models, write the artifacts and the manifest; returns the manifest.
 
     ``delta``: the encoder the English head is fitted on: ``"shipped"`` (the one the shipped manifest
@@ -262,7 +263,7 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
     old_manifest = load_manifest() if only is not None else None
     base = None
     if only is not None:
-        base = (EnglishHead.load(verified_path(EN_HEAD)), old_manifest["artifacts"][EN_HEAD]["report"])  # type: ignore[index]
+        base = (EnglishHead.load(verified_path(EN_HEAD)), old_manifest["artifacts"][EN_HEAD]["report"])  # type: ignore[index]  # old_manifest is loaded whenever only is set (line above)
         kept = set(D.CATEGORIES) - set(only)
         if not kept <= set(base[0].categories):
             raise ValueError(f"the shipped head lacks {sorted(kept - set(base[0].categories))}: train them too")
@@ -270,13 +271,14 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
     en_s = time.perf_counter() - started
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     head.save(ARTIFACTS / EN_HEAD)
-    en_entry = {"sha256": sha256_file(ARTIFACTS / EN_HEAD), "bytes": (ARTIFACTS / EN_HEAD).stat().st_size,
+    en_entry: dict[str, Any] = {"sha256": sha256_file(ARTIFACTS / EN_HEAD), "bytes": (ARTIFACTS / EN_HEAD).stat().st_size,
                 "model": "stacked logistic regression over [MiniLM-L6 mean-pooled embedding, logit(alt-profanity-check)]",
                 "categories": list(head.categories), "report": en_report}
     split_safety = {"safety_sets": f"threatgram101, suicide_detection: hashed by distinct text, train {1 - D.SAFETY_DEV - D.SAFETY_TEST:.0%} / "
                                    f"dev {D.SAFETY_DEV:.0%} (thresholds) / test {D.SAFETY_TEST:.0%} (held out, reported only)",
                     "safety_negatives": f"every non-offensive row and {SAFETY_NEGATIVES} hashed offensive rows per split of "
                                         f"{', '.join(SAFETY_NEGATIVE_SETS)} labelled violence 0, self-harm 0"}
+    manifest: dict[str, Any]
     if old_manifest is not None:
         manifest = old_manifest
         manifest["version"] = dt.date.today().isoformat() + "-" + en_entry["sha256"][:8]
@@ -285,7 +287,7 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
         manifest["data_provenance"] = DATA_PROVENANCE
         manifest["split"].update(split_safety)
         manifest["training_time_s"]["english_refit"] = round(en_s, 1)
-        manifest["training_time_s"]["english_refit_categories"] = list(only)  # type: ignore[arg-type]
+        manifest["training_time_s"]["english_refit_categories"] = list(only)  # type: ignore[arg-type]  # only is a tuple of str here; the manifest value is a JSON list
         MANIFEST.write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
         return manifest
     zh, zh_report = train_chinese(root)

@@ -119,7 +119,7 @@ def test_assign_twice_without_a_revoke_starts_a_new_generation():
 def test_generations_of_several_rebalances_each_finish_alone():
     acks: InOrderAcks[list[int]] = InOrderAcks(lambda r: r[0])
     gens = []
-    for g in range(3):
+    for _ in range(3):
         acks.assign(0)
         gen = [rec(0, o) for o in range(4)]
         for r in gen:

@@ -9,7 +9,6 @@ import io
 
 import numpy as np
 import pytest
-from PIL import Image
 
 from rtaudit.engine.frames import FrameSampler, changed_share, SamplingParams, animation_frames, thumbnail
 from rtaudit.engine.media import MediaPolicy

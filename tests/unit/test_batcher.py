@@ -444,7 +444,7 @@ def test_fair_sharing_invariants(script, max_size, share):
                 if p.lane == lane:
                     got[p.tenant] = got.get(p.tenant, 0) + 1
             waiting = b._lanes[lane].tenants()
-            for x, n_x in got.items():
+            for _x, n_x in got.items():
                 for y in waiting:
                     assert n_x <= got.get(y, 0) + 1, (lane, got, waiting)
         out.extend(p.payload for p in batch.items + batch.expired)

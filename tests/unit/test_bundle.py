@@ -225,7 +225,7 @@ def test_a_flipped_null_canary_fails_the_stable_golden_set(tmp_path: Path) -> No
 @pytest.fixture(scope="module")
 def text_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The shipped text artifacts (real MiniLM + heads) packaged, golden recorded by running them."""
-    return package_stage("text", "v1", tmp_path_factory.mktemp("text") / "text-v1", settings=None)
+    return package_stage("text", "v1", tmp_path_factory.mktemp("text") / "text-v1", options=None)
 
 
 def test_the_shipped_text_artifacts_pass_their_golden_set(text_bundle: Path) -> None:

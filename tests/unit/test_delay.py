@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from prometheus_client import REGISTRY
 
 from rtaudit.engine.delay import HeldQueue, offer
-from rtaudit.engine.fusion import Fusion
 from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
+from rtaudit.engine.routing import Router
 from rtaudit.schemas.messages import Manifest
 from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage

@@ -94,17 +94,34 @@ def test_the_text_scorer_version_differs_by_precision(text_scorer):
 
 @pytest.mark.parametrize("value", ["fp32", "int8"])
 def test_the_setting_selects_the_graph(monkeypatch, value):
+    """The environment reaches the encoder through the settings object only (the engine reads no environment)."""
     from rtaudit.workers.settings import load_settings
 
     monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", value)
-    assert load_settings().text_encoder_precision == value
-    enc = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1)  # no precision: the setting's
+    settings = load_settings()
+    assert settings.text_encoder_precision == value
+    enc = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1, precision=settings.text_encoder_precision)
     assert enc.precision == value and enc.path == E.onnx_path(value)
+    unset = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1)  # no precision: auto, whatever the environment says
+    assert unset.precision == E.CPU_DEFAULT
 
 
-def test_auto_is_the_cpu_default_on_cpu_and_fp32_on_cuda(monkeypatch):
-    monkeypatch.setenv("RTAUDIT_TEXT_ENCODER_PRECISION", "auto")
+def test_the_cache_setting_places_the_graphs(monkeypatch, tmp_path):
+    """``RTAUDIT_CACHE`` (the ``cache`` setting) is where the workers' encoder finds its graphs; the engine
+    itself reads no environment: without the argument it uses its default folder."""
+    from rtaudit.workers.settings import load_settings
+
+    monkeypatch.setenv("RTAUDIT_CACHE", str(tmp_path / "models"))
+    cache = load_settings().cache
+    assert cache == tmp_path / "models"
+    assert E.onnx_path("int8", cache=cache).parent == tmp_path / "models"
+    assert E.onnx_path("int8").parent == E.DEFAULT_CACHE
+    assert load_settings().stage_options().cache == cache
+
+
+def test_auto_is_the_cpu_default_on_cpu_and_fp32_on_cuda():
     assert E.resolve_precision(None, on_gpu=False) == E.CPU_DEFAULT
+    assert E.resolve_precision("auto", on_gpu=False) == E.CPU_DEFAULT
     assert E.resolve_precision(None, on_gpu=True) == E.GPU_DEFAULT == "fp16"
     assert E.resolve_precision("int8", on_gpu=True) == "int8"  # explicit wins
     assert E.CPU_DEFAULT in E.PRECISIONS

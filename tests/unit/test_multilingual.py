@@ -8,7 +8,6 @@ score hand-written abusive sentences above benign ones in every language.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -15,11 +15,8 @@ from rtaudit.schemas.messages import (
     MAX_MEDIA_ITEMS,
     AuditRequest,
     DLQRecord,
-    FusionTick,
     Manifest,
     MediaItem,
-    ModalityTask,
-    PartialScore,
     Verdict,
 )
 

@@ -3,8 +3,8 @@ from __future__ import annotations
 import pytest
 
 from rtaudit.engine.models import StageOutput
-from rtaudit.engine.stage import process_batch
-from rtaudit.schemas.errors import MediaUndecodable, URINotAllowed
+from rtaudit.engine.stage import PREPARE_ATTEMPTS, process_batch
+from rtaudit.schemas.errors import InferenceFailed, MediaFetchFailed, MediaUndecodable, URINotAllowed
 from rtaudit.schemas.messages import Evidence, ModelRef
 
 from .builders import CREATED_MS, task
@@ -253,3 +253,48 @@ def test_real_text_stage_isolates_an_input_its_scorer_rejects(text_stage):
     ((index, error),) = result.failures
     assert (index, error.request_id, error.code) == (1, "req-1", "inference_failed")
     assert error.message.startswith("TypeError: ")
+
+
+class FlakyStage(FakeTextStage):
+    """``prepare`` raises ``errors[text]`` for the first ``fails`` calls of that text, then succeeds."""
+
+    def __init__(self, error: Exception, fails: int) -> None:
+        super().__init__()
+        self.error, self.fails = error, fails
+        self.prepare_calls: dict[str, int] = {}
+
+    def prepare(self, task) -> str:
+        n = self.prepare_calls[task.text] = self.prepare_calls.get(task.text, 0) + 1
+        if task.text == "flaky" and n <= self.fails:
+            raise self.error
+        return task.text
+
+
+def test_a_retriable_prepare_failure_is_tried_once_more_and_then_served():
+    stage = FlakyStage(MediaFetchFailed("connection reset"), fails=1)
+    result = process_batch(stage, batch("flaky", "fine"), now_ms=FakeClock(FORMED_MS, FORMED_MS, PRODUCED_MS))
+    assert statuses(result) == ["ok", "ok"] and result.failures == []
+    assert stage.prepare_calls == {"flaky": 2, "fine": 1}
+
+
+def test_a_retriable_failure_that_persists_goes_to_the_dlq_after_the_last_attempt():
+    stage = FlakyStage(MediaFetchFailed("host unreachable"), fails=PREPARE_ATTEMPTS)
+    result = process_batch(stage, batch("flaky", "fine"), now_ms=FakeClock(FORMED_MS, FORMED_MS, PRODUCED_MS))
+    assert statuses(result) == ["error", "ok"]
+    assert stage.prepare_calls["flaky"] == PREPARE_ATTEMPTS
+    ((index, error),) = result.failures
+    assert index == 0 and error.code == "media_fetch_failed" and error.request_id == "req-0"
+
+
+@pytest.mark.parametrize("error", [MediaUndecodable("not an image"), InferenceFailed("bug"), KeyError("bug")])
+def test_errors_that_are_not_retriable_are_tried_once(error):
+    stage = FlakyStage(error, fails=1)
+    result = process_batch(stage, batch("flaky"), now_ms=FakeClock(FORMED_MS, FORMED_MS, PRODUCED_MS))
+    assert statuses(result) == ["error"] and stage.prepare_calls == {"flaky": 1}
+
+
+def test_no_retry_once_the_item_is_past_its_deadline():
+    stage = FlakyStage(MediaFetchFailed("timed out"), fails=1)
+    result = process_batch(stage, batch("flaky"), now_ms=FakeClock(FORMED_MS, FORMED_MS + 1, PRODUCED_MS))
+    assert statuses(result) == ["error"] and stage.prepare_calls == {"flaky": 1}
+    assert result.failures[0][1].retriable

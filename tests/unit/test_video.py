@@ -17,7 +17,7 @@ from rtaudit.engine.models.video import VideoStage
 from rtaudit.engine.policy import PolicyBook
 from rtaudit.engine.stage import process_batch
 from rtaudit.engine.text.scoring import TextScorer
-from rtaudit.schemas.errors import MediaTooLarge, MediaUndecodable
+from rtaudit.schemas.errors import MediaTooLarge
 from rtaudit.schemas.messages import Manifest, MediaItem, ModalityTask
 from tests.unit.media_builders import encode_audio, encode_video, speech_with_insult, text_frame
 

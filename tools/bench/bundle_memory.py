@@ -23,6 +23,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rtaudit.engine.bundle_stage import StageOptions
 
 #: the issue's limit: resident memory after the last swap within this share of after swap 2.
 LIMIT = 0.05
@@ -39,12 +43,12 @@ def rss_mib() -> tuple[float, float]:
     return resident, anon
 
 
-def make_bundles(stage: str, n: int, root: Path, runtime: str | None, settings: object) -> list[Path]:
+def make_bundles(stage: str, n: int, root: Path, runtime: str | None, options: StageOptions) -> list[Path]:
     """``n`` bundles of ``stage`` under ``root``, versions ``m0..m{n-1}`` (same files, own identity each)."""
     from rtaudit.engine.bundle import package, verify
     from rtaudit.engine.bundle_stage import package_stage
 
-    first = package_stage(stage, "m0", root / "m0", runtime=runtime, settings=settings)
+    first = package_stage(stage, "m0", root / "m0", runtime=runtime, options=options)
     m = verify(first)
     files = {name: first / name for name in m.files}
     out = [first]
@@ -57,10 +61,10 @@ def make_bundles(stage: str, n: int, root: Path, runtime: str | None, settings: 
 def run(stage: str, swaps: int, runtime: str | None = None, trim: bool = False,
         batch_sizes: tuple[int, ...] | None = None, config: str | None = None) -> list[dict[str, float | str | int]]:
     """The series: one row per state (swap 0 = the first version ready), see the module docstring."""
-    from rtaudit.engine.bundle_stage import StageOptions, ready_stage, reclaim_memory
+    from rtaudit.engine.bundle_stage import ready_stage, reclaim_memory
     from rtaudit.workers.settings import load_settings
 
-    settings = StageOptions.of(load_settings(config))
+    settings = load_settings(config).stage_options()
     rows: list[dict[str, float | str | int]] = []
     with tempfile.TemporaryDirectory(prefix="rtaudit-bundle-memory-") as tmp:
         bundles = make_bundles(stage, swaps + 1, Path(tmp), runtime, settings)

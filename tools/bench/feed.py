@@ -100,7 +100,7 @@ def produce_all(producer: Producer, batch: Iterable[tuple[str, bytes, bytes]], t
     delivery, then flush once. Raises ``KafkaException`` when any is not acknowledged."""
     errors: list[str] = []
 
-    def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+    def on_delivery(err, msg) -> None:
         if err is not None:
             errors.append(str(err))
 

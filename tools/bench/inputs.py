@@ -69,8 +69,8 @@ def task_value(stage: str, item: str | MediaItem, rid: str, lane: str, slo_ms: f
         t = int(due_s * 1000)
         content = {"text": item} if modality == "text" else {"media": item}
         return encode(ModalityTask(
-            request_id=rid, tenant_id=TENANT, part=f"{modality}:0", modality=modality, lane=lane,  # type: ignore[arg-type]
-            created_at_ms=t, deadline_ms=t + int(slo_ms), routed_at_ms=t, **content,  # type: ignore[arg-type]
+            request_id=rid, tenant_id=TENANT, part=f"{modality}:0", modality=modality, lane=lane,
+            created_at_ms=t, deadline_ms=t + int(slo_ms), routed_at_ms=t, **content,
         ))
 
     return build
@@ -140,7 +140,7 @@ def batch_sizes(max_size: int) -> list[int]:
     return sizes + [max_size]
 
 
-def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float,  # type: ignore[type-arg]
+def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float,
                   sizes: list[int] | None = None, threads: int = 0) -> Limit:
     """Run ``process_batch`` (prepare + infer, as the worker does) on batches of each size
     (``sizes``, default 1, 2, 4… ``max_size``) for about ``seconds`` each (at least two
@@ -150,9 +150,9 @@ def measure_limit(stage: ModelStage, items: list, max_size: int, seconds: float,
     far = int(time.time() * 1000) + 3_600_000
     tasks = [
         ModalityTask(
-            request_id=f"limit-{i}", tenant_id=TENANT, part=f"{modality_of(name)}:0", modality=modality_of(name),  # type: ignore[arg-type]
+            request_id=f"limit-{i}", tenant_id=TENANT, part=f"{modality_of(name)}:0", modality=modality_of(name),
             lane="lo", created_at_ms=0, deadline_ms=far, routed_at_ms=0,
-            **({"text": it} if isinstance(it, str) else {"media": it}),  # type: ignore[arg-type]
+            **({"text": it} if isinstance(it, str) else {"media": it}),
         )
         for i, it in enumerate(items * max(1, -(-max_size // len(items))))
     ]

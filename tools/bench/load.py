@@ -79,7 +79,7 @@ def send_open_loop(producer: Producer, sends: Sequence[Send]) -> float:
     """
     errors: list[str] = []
 
-    def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+    def on_delivery(err, msg) -> None:
         if err is not None:
             errors.append(str(err))
 

@@ -136,7 +136,7 @@ def header_table(run: BenchRun) -> Table:
     t = Table(show_header=False, title="rtaudit bench: what this was measured on")
     t.add_row("host", f"{h['usable_cores']} usable of {h['cores']} cores, {h['cpu']}, {h['memory_gib']} GiB; "
               f"load average at start {h['load_avg_at_start']}")
-    t.add_row("software", f"Python {h['python']}; " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()))  # type: ignore[union-attr]
+    t.add_row("software", f"Python {h['python']}; " + ", ".join(f"{k} {v}" for k, v in h["versions"].items()))
     t.add_row("broker", str(h["broker"]))
     t.add_row("batching", f"profile {s['profile']} ({profile_summary(str(s['profile']))}); overrides {s['overrides'] or 'none'}; "
               f"max batch per stage {s['stages']}; {s['partitions']} partitions per topic")

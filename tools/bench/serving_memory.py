@@ -47,7 +47,7 @@ def run(swaps: int, batches_per_swap: int = 3) -> list[tuple[int, str, float, fl
         for i, ref in enumerate(refs):
             key, value = encode(ControlMessage(subject="model:text", version=i + 1, expects=i, author="bench",
                                                at_ms=now_ms(), payload=ModelPayload(bundle=ref)))
-            serving_set.on_control(state, [state.apply(state.offset, key, value)])  # type: ignore[list-item]
+            serving_set.on_control(state, [state.apply(state.offset, key, value)])  # type: ignore[list-item]  # apply() returns the applied message here (a new version, never None)
             if not serving_set.wait_settled(600):
                 raise TimeoutError(f"{ref.version} not ready within 600 s")
             for _ in range(batches_per_swap):

@@ -11,7 +11,7 @@ from rtaudit.tools.chaos.tally import Sent
 
 def _png(img: object) -> str:
     buf = io.BytesIO()
-    img.save(buf, format="PNG")  # type: ignore[attr-defined]
+    img.save(buf, format="PNG")  # type: ignore[attr-defined]  # PIL's Image.save on an ImageDraw-made image: the stub types the wrong base
     return base64.b64encode(buf.getvalue()).decode("ascii")
 
 
@@ -68,7 +68,7 @@ class RequestMaker:
         x = self.rng.random()
         return "ocr" if x < self.ocr_share else "image" if x < self.ocr_share + self.image_share else "text"
 
-    def make(self, i: int, created_ms: int):  # type: ignore[no-untyped-def]
+    def make(self, i: int, created_ms: int):
         from rtaudit.schemas.messages import AuditRequest, MediaItem
 
         kind = self.kind()
@@ -76,7 +76,7 @@ class RequestMaker:
         text: str | None = self.rng.choice(self.texts)
         media = []
         if kind == "image":
-            text = text[:80]  # type: ignore[index]
+            text = text[:80]  # type: ignore[index]  # text is a str for image items (set above)
             media = [MediaItem(type="image", data_b64=self.rng.choice(self.drawn), name="drawn.png")]
         elif kind == "ocr":
             text = None

@@ -39,7 +39,7 @@ class ChaosOptions:
     def quick(cls, **kw: object) -> "ChaosOptions":
         """Under a minute of load: 5 kills, no rolling restart."""
         base: dict[str, object] = dict(kills=5, duration_s=45.0, rolling=(), warmup_s=8.0, tail_s=12.0)
-        return cls(**{**base, **kw})  # type: ignore[arg-type]
+        return cls(**{**base, **kw})  # type: ignore[arg-type]  # keyword overrides checked by the dataclass at run time
 
 
 @dataclass
@@ -87,7 +87,7 @@ def free_port() -> int:
 class Chaos:
     """One chaos run (see the module doc). ``say`` gets one line per event."""
 
-    def __init__(self, options: ChaosOptions, base_settings, say: Callable[[str], None] = print) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, options: ChaosOptions, base_settings, say: Callable[[str], None] = print) -> None:
         self.opts = options
         self.say = say
         self.run_id = f"chaos-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:4]}"
@@ -105,12 +105,12 @@ class Chaos:
         self._load_error: BaseException | None = None
 
     # -- threads ---------------------------------------------------------------------
-    def _reader(self, reader) -> None:  # type: ignore[no-untyped-def]
+    def _reader(self, reader) -> None:
         while not self._stop_reader.is_set():
             for verdict, arrived in reader.stream(timeout_s=0.5):
                 self.progress.record(verdict.request_id, dict(verdict.parts), arrived, self.sent.get(verdict.request_id))
 
-    def _load(self, client, maker: RequestMaker, t0: float) -> None:  # type: ignore[no-untyped-def]
+    def _load(self, client, maker: RequestMaker, t0: float) -> None:
         from rtaudit.engine.clock import now_ms
         from rtaudit.schemas.codec import encode
 
@@ -129,10 +129,10 @@ class Chaos:
             self._load_error = exc
 
     # -- faults ----------------------------------------------------------------------
-    def _slot(self, fleet, role: str):  # type: ignore[no-untyped-def]
+    def _slot(self, fleet, role: str):
         return next((s for s in list(fleet.slots) if s.role == role), None)
 
-    def _alive_proc(self, fleet, role: str, wait_s: float):  # type: ignore[no-untyped-def]
+    def _alive_proc(self, fleet, role: str, wait_s: float):
         """The role's running process, waiting up to ``wait_s`` for the supervisor to restart it."""
         end = time.monotonic() + wait_s
         while True:
@@ -143,7 +143,7 @@ class Chaos:
                 return None
             time.sleep(0.1)
 
-    def _send(self, fleet, fault: Fault) -> FaultDone:  # type: ignore[no-untyped-def]
+    def _send(self, fleet, fault: Fault) -> FaultDone:
         from rtaudit.engine.clock import now_ms
         from rtaudit.tools.fleet.children import signal_group
 
@@ -156,7 +156,7 @@ class Chaos:
         self.faults.append(done)
         return done
 
-    def _rolling_step(self, fleet, fault: Fault) -> FaultDone:  # type: ignore[no-untyped-def]
+    def _rolling_step(self, fleet, fault: Fault) -> FaultDone:
         """Wait until the role's current process answers (a rolling restart never stops a process
         still starting), SIGTERM it, wait for the supervisor's new process, then until it answered
         a request sent after it started."""
@@ -185,7 +185,7 @@ class Chaos:
             done.note = f"not answering again within {ROLLING_WAIT_S:.0f} s"
         return done
 
-    def _run_faults(self, fleet, plan: list[Fault], t0: float) -> None:  # type: ignore[no-untyped-def]
+    def _run_faults(self, fleet, plan: list[Fault], t0: float) -> None:
         delay = 0.0  # how far the rolling restart ran past its reserved time
         for fault in plan:
             wait = t0 + fault.at_s + delay - time.time()

@@ -62,7 +62,7 @@ def render_text_image(text: str, size_px: int = 36) -> bytes:
     """A white PNG with ``text`` in Pillow's bundled font at ``size_px`` pixels."""
     font = ImageFont.load_default(size=size_px)
     left, top, right, bottom = font.getbbox(text)
-    img = Image.new("RGB", (right - left + 60, bottom - top + 60), "white")
+    img = Image.new("RGB", (int(right - left) + 60, int(bottom - top) + 60), "white")
     ImageDraw.Draw(img).text((30 - left, 30 - top), text, fill="black", font=font)
     buf = io.BytesIO()
     img.save(buf, format="PNG")
@@ -70,12 +70,20 @@ def render_text_image(text: str, size_px: int = 36) -> bytes:
 
 
 def skimage_file(name: str) -> bytes:
-    return resources.files("skimage").joinpath("data", name).read_bytes()
+    """The bytes of scikit-image's bundled photo ``name`` (the ``demo`` extra).
+
+    Raises:
+        RuntimeError: scikit-image is not installed (``pip install 'rtaudit[demo]'``).
+    """
+    try:
+        return resources.files("skimage").joinpath("data", name).read_bytes()
+    except ModuleNotFoundError as exc:
+        raise RuntimeError("the demo photos come from scikit-image: pip install 'rtaudit[demo]'") from exc
 
 
 def demo_texts() -> list[tuple[str, str]]:
     lines = resources.files("rtaudit.tools.demo").joinpath("texts.txt").read_text(encoding="utf-8").splitlines()
-    return [tuple(line.split("\t", 1)) for line in lines if line and not line.startswith("#")]  # type: ignore[misc]
+    return [tuple(line.split("\t", 1)) for line in lines if line and not line.startswith("#")]  # type: ignore[misc]  # every line has a tab (the demo file's format), so the tuple has 2 items
 
 
 def build_corpus(run_id: str | None = None) -> list[DemoItem]:
@@ -88,7 +96,7 @@ def build_corpus(run_id: str | None = None) -> list[DemoItem]:
         items.append(DemoItem(rid, kind, label, raw, now_ms(), expects_verdict=verdict, expects_dlq=kind == "malformed"))
 
     def req(rid: str, **kw: object) -> AuditRequest:
-        return AuditRequest(request_id=rid, tenant_id=DEMO_TENANT, created_at_ms=now_ms(), slo_ms=DEMO_SLO_MS, **kw)  # type: ignore[arg-type]
+        return AuditRequest(request_id=rid, tenant_id=DEMO_TENANT, created_at_ms=now_ms(), slo_ms=DEMO_SLO_MS, **kw)
 
     for n, (label, text) in enumerate(demo_texts()):
         rid = f"demo-{run_id}-text-{n:02d}"

@@ -159,7 +159,7 @@ class Fleet:
         """Start the embedded broker when the profile is local and nothing listens on its port."""
         if self.settings.bootstrap_servers is None and not is_listening("127.0.0.1", self.settings.embedded_port):
             self.broker = EmbeddedBroker(self.settings.embedded_port).start()
-            self._report(f"embedded broker listening on {self.broker.bootstrap} (pid {self.broker.process.pid})")  # type: ignore[union-attr]
+            self._report(f"embedded broker listening on {self.broker.bootstrap} (pid {self.broker.process.pid})")  # type: ignore[union-attr]  # the embedded broker's process is set once it started
 
     def start(self, ready_timeout_s: float = 180.0) -> None:
         """Broker (if needed), topics, workers; then wait for the probe verdict.

@@ -249,8 +249,8 @@ def send(settings: Settings, cases: list[Case]) -> dict[tuple[int, int], int]:
     failed: list[str] = []
     producer = Producer(producer_config(settings))
 
-    def delivered(index: int):  # type: ignore[no-untyped-def]
-        def on_delivery(err, msg) -> None:  # type: ignore[no-untyped-def]
+    def delivered(index: int):
+        def on_delivery(err, msg) -> None:
             if err is not None:
                 failed.append(f"case {index}: {err.str()}")
             else:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Hashable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 E = TypeVar("E")
 
@@ -33,7 +33,7 @@ class _Generation:
     __slots__ = ("queue", "live")
 
     def __init__(self) -> None:
-        self.queue: deque[list] = deque()
+        self.queue: deque[list[Any]] = deque()
         self.live = True
 
 
@@ -53,7 +53,7 @@ class InOrderAcks(Generic[E]):
         #: partition -> its current generation (live until revoked or replaced).
         self._current: dict[Hashable, _Generation] = {}
         #: id(record) -> (its generation, its entry), until the record is done.
-        self._entry: dict[int, tuple[_Generation, list]] = {}
+        self._entry: dict[int, tuple[_Generation, list[Any]]] = {}
         #: records finished after their generation was retired (never released).
         self.stale = 0
 
