@@ -14,8 +14,6 @@ from prometheus_client import REGISTRY
 from rtaudit.engine.delay import HeldQueue, offer
 from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
-from rtaudit.engine.routing import Router
-from rtaudit.schemas.messages import Manifest
 from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
 from rtaudit.workers.router import RouterHandler

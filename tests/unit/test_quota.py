@@ -9,12 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.delay import HeldQueue
-from rtaudit.engine.fusion import Fusion
 from rtaudit.engine.policy import PolicyBook, QuotaPolicy, TenantPolicy
 from rtaudit.engine.quota import QuotaLimit, TenantQuotas, TokenBucket
-from rtaudit.engine.routing import Router
-from rtaudit.schemas.messages import Manifest, Verdict
 from rtaudit.schemas.messages import Verdict
 from rtaudit.topics.catalog import DLQ, SCORES, VERDICTS
 from tests.unit.builders import FakeMessage
