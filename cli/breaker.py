@@ -24,7 +24,7 @@ ActionOpt = Annotated[Optional[str], typer.Option(
 
 
 def _set(tenant: str, action: str | None, tripped: bool | None, expect_version: int | None, author: str | None,
-         reason: str | None, config) -> None:  # type: ignore[no-untyped-def]
+         reason: str | None, config) -> None:
     from pydantic import ValidationError
 
     from rtaudit.schemas.control import BreakerPayload

@@ -284,7 +284,8 @@ class ModalityWorker:
         try:
             while True:
                 next_batch = asyncio.ensure_future(self.batcher.next_batch())
-                await asyncio.wait({next_batch, intake_done}, return_when=asyncio.FIRST_COMPLETED)
+                waiting: set[asyncio.Future[Any]] = {next_batch, intake_done}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
                 if intake_done.done():
                     intake_done.result()  # re-raises the intake thread's failure
                     raise RuntimeError(f"{self.role} intake thread stopped")
@@ -334,7 +335,7 @@ def modality_app(role: str, modality: str, factory: Callable[[Settings], ModelSt
     app, settings = make_app(role, app_id=f"rtaudit-{role}-runtime", app_class=ModalityApp)
     worker = app.modality = ModalityWorker(settings, role, modality, factory)
 
-    @app.task
+    @app.task  # type: ignore[untyped-decorator]  # faust's App.task is not annotated
     async def run_worker() -> None:
         await worker.run(app.crash)
 

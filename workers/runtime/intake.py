@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, TopicPartition
 
@@ -74,7 +75,7 @@ class Intake:
         consumer_extra: more librdkafka consumer settings.
     """
 
-    def __init__(self, settings: Settings, group_id: str, topics: list[str], label: str, **consumer_extra: object) -> None:
+    def __init__(self, settings: Settings, group_id: str, topics: list[str], label: str, **consumer_extra: Any) -> None:
         self.group_id, self.topics, self.label = group_id, topics, label
         self.consumer = Consumer(consumer_config(settings, group_id, **consumer_extra))
         self.gaps = OffsetGapGuard(self.consumer, label)
@@ -109,7 +110,11 @@ class Intake:
         if not offsets:
             return
         try:
-            self.consumer.commit(offsets=[TopicPartition(t, p, o) for (t, p), o in offsets.items()], asynchronous=not sync)
+            positions = [TopicPartition(t, p, o) for (t, p), o in offsets.items()]
+            if sync:
+                self.consumer.commit(offsets=positions, asynchronous=False)
+            else:
+                self.consumer.commit(offsets=positions, asynchronous=True)
         except KafkaException as exc:
             log.warning("%s commit failed (replayed records are deduplicated downstream): %s", self.label, exc)
 

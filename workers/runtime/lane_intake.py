@@ -28,7 +28,7 @@ from rtaudit.workers.runtime.lane_overflow import (
 )
 from rtaudit.workers.runtime.emitter import BatchDelivery, Emitter, dead_letter_output
 from rtaudit.workers.runtime.intake import Intake
-from rtaudit.workers.runtime.records import TP
+from rtaudit.workers.runtime.records import TP, Record, tp_of
 
 log = logging.getLogger(__name__)
 #: seconds between lag readings / lane pause decisions.
@@ -215,7 +215,7 @@ class LaneIntake:
 
     def __init__(
         self, settings: Settings, role: str, topics: list[str], lanes: dict[str, LaneName], batcher: Batcher[Any],
-        accept: Callable[[list[Work]], Any], decode: Callable[[Message], Work],
+        accept: Callable[[list[Work]], Any], decode: Callable[[Record], Work],
     ) -> None:
         self.role = role
         self.topics = topics
@@ -258,7 +258,7 @@ class LaneIntake:
         ready_offsets = {}
         for work in works:
             for ready in self.acks.done(work):
-                ready_offsets[ready.tp] = ready.message.offset() + 1
+                ready_offsets[ready.tp] = (ready.message.offset() or 0) + 1
         with self._commit_lock:
             self._to_commit.update(ready_offsets)
 
@@ -344,7 +344,7 @@ class LaneIntake:
                 else:
                     messages = self.intake.fetch(INTAKE_BATCH, INTAKE_POLL_S)
                 for m in messages:
-                    last_offsets[(m.topic(), m.partition())] = m.offset()  # in offset order per partition
+                    last_offsets[tp_of(m)] = m.offset() or 0  # in offset order per partition
                     works.append(self.decode(m))
                 self.control.seen(last_offsets)
                 if works:
@@ -399,7 +399,7 @@ class LaneIntake:
                     return
                 for m in self.intake.fetch(INTAKE_BATCH, BLOCKED_POLL_S):
                     self._carry.append(m)
-                    tp = (m.topic(), m.partition())
+                    tp = tp_of(m)
                     if tp not in held:  # assigned while blocked
                         self.intake.pause([tp])
                         held.add(tp)

@@ -148,7 +148,7 @@ def run_in_faust(app: Any, make_loop: Callable[[], BatchLoop]) -> None:
     """Run the loop ``make_loop()`` builds as a task of the Faust ``app``, in its own thread.
     Faust's shutdown stops it (final checkpoint, group leave); a failure crashes the app."""
 
-    @app.task
+    @app.task  # type: ignore[untyped-decorator]  # faust's App.task is not annotated
     async def _run_batch_loop() -> None:
         loop = asyncio.get_running_loop()
         batch_loop = await loop.run_in_executor(None, make_loop)
