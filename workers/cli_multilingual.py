@@ -59,7 +59,19 @@ def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Pat
     t = Table("language", "datasets", "test n", "pos", "routed to own model", "P", "R", "F1", "benign n", "benign FP", "UD test n", "UD FP",
               f"target R >= {MT.TARGET_RECALL:.2f}, FP <= {MT.TARGET_BENIGN_FP:.0%}",
               title="Other languages: held-out test split (score >= 0.5) and benign sentences")
-    for r in MT.test_report(scorer, root, quick=quick):
+    rows_of, memo = None, None
+    semantic = getattr(scorer, "semantic", None)
+    if semantic is not None:  # the e5 heads' seeded test sample: its embeddings are cached by `rtaudit text train-e5`
+        from rtaudit.engine.text import e5_train
+        from rtaudit.engine.text.encoder import EmbeddingCache
+
+        memo = semantic.encoder.memo or semantic.encoder.use_cache()
+        keyer = lambda rows: [EmbeddingCache.key(i) for i in semantic.encoder.tokenizer.encode([r.text for r in rows])]  # noqa: E731
+        rows_of = lambda lang: e5_train.sample(root, lang, set(memo.table), keyer)  # noqa: E731
+        t.title += f" (seeded sample: at most {sum(e5_train.CAPS['test'].values())} test rows per language)"
+    for r in MT.test_report(scorer, root, quick=quick, rows_of=rows_of):
         t.add_row(r.language, r.datasets, str(r.n), str(r.pos), f"{r.routed:.1%}", f"{r.precision:.3f}", f"{r.recall:.3f}",
                   f"{r.f1:.3f}", str(r.benign_n), f"{r.benign_fp:.1%}", str(r.ud_n), f"{r.ud_fp:.1%}", "[green]met[/green]" if r.met else "[red]not met[/red]")
+    if memo is not None:
+        memo.save()
     console.print(t)

@@ -201,12 +201,17 @@ class TextScorer:
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
         self.languages = LanguageModels.load(artifacts_dir)
+        from rtaudit.engine.text.e5_stage import MultilingualStage
+
+        #: multilingual-e5-small + per-language heads (``None`` where it cannot run: the n-gram models serve)
+        self.semantic = MultilingualStage.load(artifacts_dir, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads)
         manifest = load_manifest(artifacts_dir)
         self.evidence_min = evidence_min
         self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
         self.categories = tuple(self.head.categories)
         self.version = (f"{manifest['version']}+minilm-{self.encoder.version}"
-                        f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}")
+                        f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}"
+                        + (f"+{self.semantic.version}" if self.semantic else ""))
 
     # -- English -------------------------------------------------------------------------------------
     def _english(self, texts: list[str], tokens: bool = False):  # type: ignore[no-untyped-def]
@@ -356,7 +361,8 @@ class TextScorer:
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
         texts = [SURROGATE.sub("\ufffd", t) for t in texts]
         norm = [normalize(t) for t in texts]
-        routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm])
+        unsure: list[str | None] = [None] * len(texts)
+        routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm], unsure)
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]
@@ -377,9 +383,31 @@ class TextScorer:
         lang_lex = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
             if lang_idx else []
         lang_scores, lang_views = {}, {i: social_view(norm[i]) for i in lang_idx}
-        for lang in {routes[i] for i in lang_idx}:
-            idx = [i for i in lang_idx if routes[i] == lang]
-            lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
+        # the multilingual encoder (where it runs): the routed language's head; and the texts no served model
+        # reads as theirs: "other" with letters (a script or language with no model), and "en" texts lingua
+        # took for another language (a decoy, or a served one short of the margin), by that language's head
+        # or the "any" head, max'ed with what they have
+        if self.semantic is not None:
+            # romanized Hindi/Urdu or Russian on the English route: that script's head (lingua cannot tell them)
+            for i, lang in zip(en_idx, self.semantic.romanized([social_view(norm[i]).text for i in en_idx])):
+                if lang is not None:
+                    unsure[i] = lang
+        unserved = [i for i in other_idx if script_counts(norm[i].text)[0] >= MIN_LETTERS] + \
+            [i for i in en_idx if unsure[i] is not None]
+        if self.semantic is not None:
+            views = {**lang_views, **{i: social_view(norm[i]) for i in unserved}}
+            ask = lang_idx + unserved
+            sem = self.semantic.score([views[i].text for i in ask], [routes[i] if routes[i] in self.languages.models
+                                                                     else str(unsure[i] or "any") for i in ask])
+            lang_scores.update(zip(lang_idx, sem[:len(lang_idx)]))
+            for i, p in zip(unserved, sem[len(lang_idx):]):
+                res = results[i]
+                if p > res.scores.get("offensive", 0.0):  # type: ignore[union-attr]
+                    res.scores["offensive"] = round(float(p), 4)  # type: ignore[union-attr]
+        else:
+            for lang in {routes[i] for i in lang_idx}:
+                idx = [i for i in lang_idx if routes[i] == lang]
+                lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
         for i, lex in zip(lang_idx, lang_lex):
             results[i] = TextScore({"offensive": round(float(max(lang_scores[i], lex)), 4)}, [], routes[i], norm[i].text)
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
@@ -401,8 +429,10 @@ class TextScorer:
             for i in lang_idx:
                 p = float(lang_scores[i])
                 if p >= self.evidence_min:
+                    # spans: occlusion of the language's n-gram model (an e5 score is one vector: no per-word split)
                     model = self.languages.models[routes[i]]
-                    results[i].spans.extend(self._char_spans(model, lang_views[i], p, words=True))  # type: ignore[union-attr]
+                    full = p if self.semantic is None else float(model.predict([lang_views[i].text])[0])
+                    results[i].spans.extend(self._char_spans(model, lang_views[i], full, words=True))  # type: ignore[union-attr]
         return results  # type: ignore[return-value]
 
 

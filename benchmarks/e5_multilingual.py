@@ -1,0 +1,115 @@
+"""Character n-gram models vs multilingual-e5-small heads, per language, at the same benign false-positive rate.
+
+Usage: ``python benchmarks/e5_multilingual.py [--data DIR] [--artifacts DIR] [--fp 0.01] [--markdown]``
+
+Data: the per-language sets (``$RTAUDIT_MULTILINGUAL_DATA`` or ``~/.cache/rtaudit/multilingual``;
+docs/text-moderation.md says where each file comes from), the seeded sample of
+:func:`rtaudit.engine.text.e5_train.sample` (the rows ``rtaudit text train-e5`` embedded: their embeddings are
+cached, so this runs in about a minute once training ran). Models are scored on what they read
+(:func:`rtaudit.engine.text.multilingual.model_text`), without routing (``rtaudit eval`` scores through the
+router). Per language, test split only:
+
+* **char (shipped)**: the shipped n-gram model at its own operating point (score ≥ 0.5);
+* **char @ FP**: the same model with its threshold re-chosen on the dev sample by the e5 heads' rule (the
+  lowest that flags at most ``--fp`` of the dev ordinary sentences), so both columns are recall at the same
+  benign rate;
+* **e5**: the e5 head at its operating point.
+
+Recall on the abusive test rows; FP on the ordinary test sentences (Universal Dependencies, Tatoeba), on
+the abuse sets' own non-abusive test rows, and on the 50 benign sentences per language written for this
+project (evaluation only: never fitted, never used for a threshold).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+
+def load_avg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--artifacts", type=Path, default=None,
+                    help="artifacts directory holding multilingual_e5/ (default: the shipped engine/text/artifacts)")
+    ap.add_argument("--fp", type=float, default=0.01)
+    ap.add_argument("--markdown", action="store_true")
+    args = ap.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    from rtaudit.engine.text import e5, e5_train
+    from rtaudit.engine.text import multilingual as ML
+    from rtaudit.engine.text import multilingual_data as MD
+    from rtaudit.engine.text.benign_multilingual import benign
+    from rtaudit.engine.text.e5_heads import E5Heads, artifacts_dir
+    from rtaudit.engine.text.encoder import EmbeddingCache
+    from rtaudit.engine.text.heads import CharNgramModel, verified_path
+    from rtaudit.engine.text.normalize import normalize
+
+    root = args.data or MD.default_data_dir()
+    if MD.missing(root):
+        print(f"per-language data not found: {MD.missing(root)[0]}", file=sys.stderr)
+        return 2
+    enc = e5.E5Encoder()
+    memo = enc.use_cache()
+    heads = E5Heads.load(args.artifacts)
+    if heads is None:
+        print(f"no e5 heads in {artifacts_dir(args.artifacts)}", file=sys.stderr)
+        return 2
+    keyer = lambda rows: [EmbeddingCache.key(i) for i in enc.tokenizer.encode([r.text for r in rows])]  # noqa: E731
+    print(f"load average before: {load_avg()}; encoder {enc.version}; heads {heads.version}")
+    header = ["lang", "test pos", "test ordinary", "char shipped R", "ordinary FP", "benign FP",
+              f"char @ dev FP<={args.fp:.0%} R", "ordinary FP", "abuse-set neg FP", "benign FP",
+              "e5 R", "ordinary FP", "abuse-set neg FP", "benign FP"]
+    lines = []
+    for lang in ML.LANGUAGES:
+        rows = e5_train.sample(root, lang, set(memo.table), keyer)
+        ordinary = {s.name for s in MD.sources(lang) if s.benign_only}
+        dev = [r for r in rows if r.split == "dev"]
+        test = [r for r in rows if r.split == "test"]
+        kinds = np.array([e5_train.kind(r, ordinary) for r in test])
+        dkinds = np.array([e5_train.kind(r, ordinary) for r in dev])
+        char = CharNgramModel.load(verified_path(ML.model_file(lang), ML.artifacts_dir()))
+        bench = [ML.model_text(normalize(t).text) for t in benign(lang)]
+        p_char = char.predict([r.text for r in test])
+        p_char_dev = char.predict([r.text for r in dev])
+        p_char_benign = char.predict(bench)
+        t_char = e5_train.threshold_at_fp(p_char_dev[dkinds == "ordinary"], args.fp)
+        p_e5 = heads.predict(lang, enc.encode([r.text for r in test]))
+        p_e5_benign = heads.predict(lang, enc.encode(bench))
+        memo.save()
+
+        def cols(p: np.ndarray, pb: np.ndarray, t: float, neg: bool) -> list[str]:
+            f = p >= t
+            out = [f"{f[kinds == 'pos'].mean():.3f}", f"{f[kinds == 'ordinary'].mean():.1%}"]
+            if neg:
+                out.append(f"{f[kinds == 'neg'].mean():.1%}")
+            return out + [f"{(pb >= t).mean():.0%}"]
+
+        lines.append([lang, str(int((kinds == "pos").sum())), str(int((kinds == "ordinary").sum()))]
+                     + cols(p_char, p_char_benign, 0.5, False) + cols(p_char, p_char_benign, t_char, True)
+                     + cols(p_e5, p_e5_benign, 0.5, True))
+    if args.markdown:
+        print("| " + " | ".join(header) + " |")
+        print("|" + "---|" * len(header))
+        for line in lines:
+            print("| " + " | ".join(line) + " |")
+    else:
+        widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(header)]
+        print("  ".join(h.rjust(w) for h, w in zip(header, widths)))
+        for line in lines:
+            print("  ".join(c.rjust(w) for c, w in zip(line, widths)))
+    print(f"load average after: {load_avg()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
