@@ -47,6 +47,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
+from rtaudit.engine.text.e5_stage import SERVES_ROUTED
 from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social_view
 from rtaudit.engine.text.encoder import SURROGATE
 from rtaudit.engine.text.normalize import NormalizedText, detection_view, normalize
@@ -394,17 +395,20 @@ class TextScorer:
                     unsure[i] = lang
         unserved = [i for i in other_idx if script_counts(norm[i].text)[0] >= MIN_LETTERS] + \
             [i for i in en_idx if unsure[i] is not None]
-        if self.semantic is not None:
+        # the served languages keep their n-gram models: at the same benign rate the e5 heads measured lower recall
+        # (e5_stage.SERVES_ROUTED); e5 reads what no model reads as its own
+        e5_routed = lang_idx if self.semantic is not None and SERVES_ROUTED else []
+        if self.semantic is not None and (e5_routed or unserved):
             views = {**lang_views, **{i: social_view(norm[i]) for i in unserved}}
-            ask = lang_idx + unserved
+            ask = e5_routed + unserved
             sem = self.semantic.score([views[i].text for i in ask], [routes[i] if routes[i] in self.languages.models
                                                                      else str(unsure[i] or "any") for i in ask])
-            lang_scores.update(zip(lang_idx, sem[:len(lang_idx)]))
-            for i, p in zip(unserved, sem[len(lang_idx):]):
+            lang_scores.update(zip(e5_routed, sem[:len(e5_routed)]))
+            for i, p in zip(unserved, sem[len(e5_routed):]):
                 res = results[i]
                 if p > res.scores.get("offensive", 0.0):  # type: ignore[union-attr]
                     res.scores["offensive"] = round(float(p), 4)  # type: ignore[union-attr]
-        else:
+        if not e5_routed:
             for lang in {routes[i] for i in lang_idx}:
                 idx = [i for i in lang_idx if routes[i] == lang]
                 lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
@@ -431,7 +435,7 @@ class TextScorer:
                 if p >= self.evidence_min:
                     # spans: occlusion of the language's n-gram model (an e5 score is one vector: no per-word split)
                     model = self.languages.models[routes[i]]
-                    full = p if self.semantic is None else float(model.predict([lang_views[i].text])[0])
+                    full = float(model.predict([lang_views[i].text])[0]) if e5_routed else p
                     results[i].spans.extend(self._char_spans(model, lang_views[i], full, words=True))  # type: ignore[union-attr]
         return results  # type: ignore[return-value]
 

@@ -92,3 +92,26 @@ def test_the_scorer_serves_other_languages_from_the_e5_heads() -> None:
     assert all(0 <= sp.start < sp.end <= len("eres un idiota de mierda") for sp in res[0].spans)
     assert res[1].language == "es" and res[1].scores["offensive"] < 0.5
     assert res[2].language == "en" and max(res[2].scores.values()) < 0.5
+
+
+#: (abusive, benign) pairs in languages no model is fitted for, written for these tests: before the e5 stage the
+#: English model or the lexical score read them (Dutch insult 0.03, Ukrainian 0.04); now the "any" head does.
+UNSERVED = [("je bent een vuile klootzak en een idioot", "je bent een goede vriend, tot morgen"),  # Dutch (decoy)
+            ("jesteś pieprzonym idiotą, spierdalaj", "jesteś dobrym przyjacielem, do jutra"),  # Polish (decoy)
+            ("ти тупий ідіот, закрий рота", "ти мій найкращий друг, до завтра"),  # Ukrainian ("other" route)
+            ("sen aptal bir orospu çocuğusun", "sen benim en iyi arkadaşımsın")]  # Turkish (decoy)
+
+
+def test_unserved_languages_get_the_any_head_and_english_benign_text_is_unchanged() -> None:
+    import numpy as np
+
+    from rtaudit.engine.text.benign import BENIGN_TEXTS
+    from rtaudit.engine.text.scoring import TextScorer
+
+    scorer = TextScorer(prefer_gpu=False, intra_op_threads=1)
+    res = scorer.score([t for pair in UNSERVED for t in pair], evidence=False)
+    abusive = [r.scores["offensive"] for r in res[0::2]]
+    benign = [max(r.scores.values()) for r in res[1::2]]
+    assert min(abusive) >= 0.5 and max(benign) < 0.5, (abusive, benign)
+    flagged = np.mean([max(r.scores.values()) >= 0.5 for r in scorer.score(list(BENIGN_TEXTS), evidence=False)])
+    assert flagged <= 0.01  # 1 of 168 with and without the e5 stage (2026-12-05)
