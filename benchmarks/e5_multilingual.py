@@ -28,8 +28,6 @@ import os
 import sys
 from pathlib import Path
 
-import numpy as np
-
 
 def load_avg() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -46,57 +44,31 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
 
     from rtaudit.engine.text import e5, e5_train
-    from rtaudit.engine.text import multilingual as ML
     from rtaudit.engine.text import multilingual_data as MD
-    from rtaudit.engine.text.benign_multilingual import benign
     from rtaudit.engine.text.e5_heads import E5Heads, artifacts_dir
-    from rtaudit.engine.text.encoder import EmbeddingCache
-    from rtaudit.engine.text.heads import CharNgramModel, verified_path
-    from rtaudit.engine.text.normalize import normalize
 
     root = args.data or MD.default_data_dir()
     if MD.missing(root):
         print(f"per-language data not found: {MD.missing(root)[0]}", file=sys.stderr)
         return 2
     enc = e5.E5Encoder()
-    memo = enc.use_cache()
+    enc.use_cache()
     heads = E5Heads.load(args.artifacts)
     if heads is None:
         print(f"no e5 heads in {artifacts_dir(args.artifacts)}", file=sys.stderr)
         return 2
-    keyer = lambda rows: [EmbeddingCache.key(i) for i in enc.tokenizer.encode([r.text for r in rows])]  # noqa: E731
     print(f"load average before: {load_avg()}; encoder {enc.version}; heads {heads.version}")
     header = ["lang", "test pos", "test ordinary", "char shipped R", "ordinary FP", "benign FP",
               f"char @ dev FP<={args.fp:.0%} R", "ordinary FP", "abuse-set neg FP", "benign FP",
               "e5 R", "ordinary FP", "abuse-set neg FP", "benign FP"]
     lines = []
-    for lang in ML.LANGUAGES:
-        rows = e5_train.sample(root, lang, set(memo.table), keyer)
-        ordinary = {s.name for s in MD.sources(lang) if s.benign_only}
-        dev = [r for r in rows if r.split == "dev"]
-        test = [r for r in rows if r.split == "test"]
-        kinds = np.array([e5_train.kind(r, ordinary) for r in test])
-        dkinds = np.array([e5_train.kind(r, ordinary) for r in dev])
-        char = CharNgramModel.load(verified_path(ML.model_file(lang), ML.artifacts_dir()))
-        bench = [ML.model_text(normalize(t).text) for t in benign(lang)]
-        p_char = char.predict([r.text for r in test])
-        p_char_dev = char.predict([r.text for r in dev])
-        p_char_benign = char.predict(bench)
-        t_char = e5_train.threshold_at_fp(p_char_dev[dkinds == "ordinary"], args.fp)
-        p_e5 = heads.predict(lang, enc.encode([r.text for r in test]))
-        p_e5_benign = heads.predict(lang, enc.encode(bench))
-        memo.save()
-
-        def cols(p: np.ndarray, pb: np.ndarray, t: float, neg: bool) -> list[str]:
-            f = p >= t
-            out = [f"{f[kinds == 'pos'].mean():.3f}", f"{f[kinds == 'ordinary'].mean():.1%}"]
-            if neg:
-                out.append(f"{f[kinds == 'neg'].mean():.1%}")
-            return out + [f"{(pb >= t).mean():.0%}"]
-
-        lines.append([lang, str(int((kinds == "pos").sum())), str(int((kinds == "ordinary").sum()))]
-                     + cols(p_char, p_char_benign, 0.5, False) + cols(p_char, p_char_benign, t_char, True)
-                     + cols(p_e5, p_e5_benign, 0.5, True))
+    for e in e5_train.compare_languages(root, enc, heads, args.fp):
+        line = [e["lang"], str(e["pos"]), str(e["ordinary"])]
+        for name, neg in (("char", False), ("char_fp", True), ("e5", True)):
+            m = e[name]
+            line += [f"{m['recall']:.3f}", f"{m['ordinary_fp']:.1%}"] + ([f"{m['neg_fp']:.1%}"] if neg else []) + \
+                [f"{m['benign_fp']:.0%}"]
+        lines.append(line)
     if args.markdown:
         print("| " + " | ".join(header) + " |")
         print("|" + "---|" * len(header))

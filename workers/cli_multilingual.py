@@ -75,3 +75,18 @@ def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Pat
     if memo is not None:
         memo.save()
     console.print(t)
+    if semantic is not None:
+        from rtaudit.engine.text import e5_train
+
+        c = Table("language", "test pos", "test ordinary", "n-gram R", "ordinary FP", "benign FP",
+                  "n-gram @ dev FP R", "ordinary FP", "benign FP", "e5 R", "ordinary FP", "abuse-set neg FP", "benign FP",
+                  title=f"Other languages, models alone: n-gram (shipped, and re-thresholded at <= "
+                        f"{e5_train.ORDINARY_FP_MAX:.0%} dev ordinary FP) vs multilingual-e5-small heads (same rule)")
+        for e in e5_train.compare_languages(root, semantic.encoder, semantic.heads):
+            row = [e["lang"], str(e["pos"]), str(e["ordinary"])]
+            for name in ("char", "char_fp", "e5"):
+                m = e[name]
+                row += [f"{m['recall']:.3f}", f"{m['ordinary_fp']:.1%}"] + ([f"{m['neg_fp']:.1%}"] if name == "e5" else []) \
+                    + [f"{m['benign_fp']:.0%}"]
+            c.add_row(*row)
+        console.print(c)

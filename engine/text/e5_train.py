@@ -205,3 +205,44 @@ def train_all(root: Path, out: Path, encoder, languages: tuple[str, ...] = ML.LA
                 "training_time_s": round(time.perf_counter() - started, 1)}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return manifest
+
+
+def compare_languages(root: Path, encoder, heads, fp: float = ORDINARY_FP_MAX,  # type: ignore[no-untyped-def]
+                      languages: tuple[str, ...] = ML.LANGUAGES) -> list[dict]:
+    """Per language, on the held-out test rows of :func:`sample`: the shipped n-gram model at its operating point,
+    the same model re-thresholded by :func:`threshold_at_fp` on the dev sample, and the e5 head (``heads``:
+    :class:`~rtaudit.engine.text.e5_heads.E5Heads`) at its own. Each entry: ``lang``, ``pos``, ``ordinary`` (test
+    counts) and, per model (``char``, ``char_fp``, ``e5``), ``recall``, ``ordinary_fp``, ``neg_fp`` (the abuse sets'
+    non-abusive rows) and ``benign_fp`` (the 50 benign sentences of the language; shares in [0, 1])."""
+    from rtaudit.engine.text.benign_multilingual import benign
+    from rtaudit.engine.text.encoder import EmbeddingCache
+    from rtaudit.engine.text.heads import CharNgramModel, verified_path
+    from rtaudit.engine.text.normalize import normalize
+
+    memo = encoder.memo or encoder.use_cache()
+    keyer = lambda rows: [EmbeddingCache.key(i) for i in encoder.tokenizer.encode([r.text for r in rows])]  # noqa: E731
+    out = []
+    for lang in languages:
+        rows = sample(root, lang, set(memo.table), keyer)
+        ordinary = ordinary_of(lang)
+        dev = [r for r in rows if r.split == "dev"]
+        test = [r for r in rows if r.split == "test"]
+        kinds = np.array([kind(r, ordinary) for r in test])
+        dkinds = np.array([kind(r, ordinary) for r in dev])
+        char = CharNgramModel.load(verified_path(ML.model_file(lang), ML.artifacts_dir()))
+        bench = [ML.model_text(normalize(t).text) for t in benign(lang)]
+        p_dev = char.predict([r.text for r in dev])
+        t_char = threshold_at_fp(p_dev[dkinds == "ordinary"], fp)
+        p = {"char": (char.predict([r.text for r in test]), char.predict(bench), 0.5)}
+        p["char_fp"] = (p["char"][0], p["char"][1], t_char)
+        p["e5"] = (heads.predict(lang, encoder.encode([r.text for r in test])), heads.predict(lang, encoder.encode(bench)), 0.5)
+        memo.save()
+        entry: dict = {"lang": lang, "pos": int((kinds == "pos").sum()), "ordinary": int((kinds == "ordinary").sum())}
+        for name, (pt, pb, t) in p.items():
+            f = pt >= t
+            entry[name] = {"threshold": round(float(t), 4), "recall": float(f[kinds == "pos"].mean()),
+                           "ordinary_fp": float(f[kinds == "ordinary"].mean()),
+                           "neg_fp": float(f[kinds == "neg"].mean()) if (kinds == "neg").any() else float("nan"),
+                           "benign_fp": float((pb >= t).mean())}
+        out.append(entry)
+    return out
