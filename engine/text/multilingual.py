@@ -122,12 +122,18 @@ class LanguageRouter:
             out.append((self._code.get(top.language, top.language.name), float(top.value), float(english)))
         return out
 
-    def languages(self, texts: list[str], script_routes: list[str]) -> list[str]:
+    def languages(self, texts: list[str], script_routes: list[str], unsure: list[str | None] | None = None) -> list[str]:
         """The route of each normalized text given its script route (``"en"``, ``"zh"``, ``"other"``):
-        one of :data:`LANGUAGES` when detected (see the module docstring), else the script route."""
+        one of :data:`LANGUAGES` when detected (see the module docstring), else the script route.
+
+        ``unsure``: when given (a list as long as ``texts``), filled for each text left on the ``"en"``
+        route whose most likely language is not English: that language's code (a served one kept on English
+        by the margin) or lingua name (a decoy), else ``None``."""
         ask = [i for i, r in enumerate(script_routes) if r in ("en", "other")]
         out = list(script_routes)
         for i, found in zip(ask, self.detect([texts[i] for i in ask])):
+            if found is not None and unsure is not None and script_routes[i] == "en" and found[0] != "en":
+                unsure[i] = found[0]
             if found is None or found[0] not in LANGUAGES:
                 continue
             lang, conf, english = found
@@ -166,8 +172,9 @@ class LanguageModels:
             raise ArtifactError(f"{root / 'manifest.json'} lists no per-language model")
         return cls(models, str(manifest.get("version", "unknown")), LanguageRouter())
 
-    def routes(self, texts: list[str], script_routes: list[str]) -> list[str]:
+    def routes(self, texts: list[str], script_routes: list[str], unsure: list[str | None] | None = None) -> list[str]:
+        """Routes of the texts (:meth:`LanguageRouter.languages`; ``unsure`` filled as there)."""
         if self.router is None:
             return list(script_routes)
-        found = self.router.languages(texts, script_routes)
+        found = self.router.languages(texts, script_routes, unsure)
         return [r if r in self.models else s for r, s in zip(found, script_routes)]

@@ -48,6 +48,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
+from rtaudit.engine.text.e5_stage import SERVES_ROUTED
 from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social_view
 from rtaudit.engine.text.encoder import SURROGATE
 from rtaudit.engine.text.normalize import NormalizedText, detection_view, normalize
@@ -214,12 +215,18 @@ class TextScorer:
         self.head = EnglishHead.load(verified_path(EN_HEAD, artifacts_dir))
         self.zh = ChineseModel.load(verified_path(ZH_MODEL, artifacts_dir))
         self.languages = LanguageModels.load(artifacts_dir)
+        from rtaudit.engine.text.e5_stage import MultilingualStage
+
+        #: multilingual-e5-small + per-language heads (``None`` where it cannot run: the n-gram models serve)
+        self.semantic = MultilingualStage.load(artifacts_dir, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
+                                               cache=cache)
         manifest = load_manifest(artifacts_dir)
         self.evidence_min = evidence_min
         self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
         self.categories = tuple(self.head.categories)
         self.version = (f"{manifest['version']}+minilm-{self.encoder.version}"
-                        f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}")
+                        f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}"
+                        + (f"+{self.semantic.version}" if self.semantic else ""))
 
     # -- English -------------------------------------------------------------------------------------
     def _english(self, texts: list[str], tokens: bool = False) -> Any:
@@ -369,7 +376,8 @@ class TextScorer:
                 raise TypeError(f"TextScorer.score expects str items, got {type(t).__name__}")
         texts = [SURROGATE.sub("\ufffd", t) for t in texts]
         norm = [normalize(t) for t in texts]
-        routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm])
+        unsure: list[str | None] = [None] * len(texts)
+        routes = self.languages.routes([detection_view(n.original) for n in norm], [route_normalized(n) for n in norm], unsure)
         en_idx = [i for i, r in enumerate(routes) if r == "en"]
         zh_idx = [i for i, r in enumerate(routes) if r == "zh"]
         other_idx = [i for i, r in enumerate(routes) if r == "other"]
@@ -393,9 +401,33 @@ class TextScorer:
             if lang_idx else []
         lang_scores: dict[int, float] = {}
         lang_views = {i: social_view(norm[i]) for i in lang_idx}
-        for lang in {routes[i] for i in lang_idx}:
-            idx = [i for i in lang_idx if routes[i] == lang]
-            lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
+        # the multilingual encoder (where it runs): the routed language's head; and the texts no served model
+        # reads as theirs: "other" with letters (a script or language with no model), and "en" texts lingua
+        # took for another language (a decoy, or a served one short of the margin), by that language's head
+        # or the "any" head, max'ed with what they have
+        if self.semantic is not None:
+            # romanized Hindi/Urdu or Russian on the English route: that script's head (lingua cannot tell them)
+            for i, lang in zip(en_idx, self.semantic.romanized([social_view(norm[i]).text for i in en_idx])):
+                if lang is not None:
+                    unsure[i] = lang
+        unserved = [i for i in other_idx if script_counts(norm[i].text)[0] >= MIN_LETTERS] + \
+            [i for i in en_idx if unsure[i] is not None]
+        # the served languages keep their n-gram models: at the same benign rate the e5 heads measured lower recall
+        # (e5_stage.SERVES_ROUTED); e5 reads what no model reads as its own
+        e5_routed = lang_idx if self.semantic is not None and SERVES_ROUTED else []
+        if self.semantic is not None and (e5_routed or unserved):
+            views = {**lang_views, **{i: social_view(norm[i]) for i in unserved}}
+            ask = e5_routed + unserved
+            sem = self.semantic.score([views[i].text for i in ask], [routes[i] if routes[i] in self.languages.models
+                                                                     else str(unsure[i] or "any") for i in ask])
+            lang_scores.update(zip(e5_routed, sem[:len(e5_routed)]))
+            for i, p in zip(unserved, sem[len(e5_routed):]):
+                if p > scores[i].get("offensive", 0.0):
+                    scores[i]["offensive"] = round(float(p), 4)
+        if not e5_routed:
+            for lang in {routes[i] for i in lang_idx}:
+                idx = [i for i in lang_idx if routes[i] == lang]
+                lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
         for i, lex in zip(lang_idx, lang_lex):
             scores[i] = {"offensive": round(float(max(lang_scores[i], lex)), 4)}
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
@@ -416,8 +448,10 @@ class TextScorer:
             for i in lang_idx:
                 p = float(lang_scores[i])
                 if p >= self.evidence_min:
+                    # spans: occlusion of the language's n-gram model (an e5 score is one vector: no per-word split)
                     model = self.languages.models[routes[i]]
-                    spans[i].extend(self._char_spans(model, lang_views[i], p, words=True))
+                    full = float(model.predict([lang_views[i].text])[0]) if e5_routed else p
+                    spans[i].extend(self._char_spans(model, lang_views[i], full, words=True))
         return [TextScore(scores[i], tuple(spans[i]), routes[i], norm[i].text) for i in range(len(texts))]
 
 

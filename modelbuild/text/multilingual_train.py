@@ -253,16 +253,18 @@ def _flagged(results) -> np.ndarray:
 
 
 def test_report(scorer, root: Path, quick: bool = False,
-                languages: tuple[str, ...] = ML.LANGUAGES) -> list[LanguageReport]:
+                languages: tuple[str, ...] = ML.LANGUAGES, rows_of=None) -> list[LanguageReport]:
     """Per language (of ``languages``, default all): P/R/F1 of ``scorer`` (any category >= 0.5) on the
     held-out test split and its false-positive rate on the language's benign sentences. ``quick``: the
-    first 300 test rows."""
+    first 300 test rows. ``rows_of``: ``lang -> rows`` to take the test rows from (default: every row of the
+    language's sets; ``rtaudit eval`` passes the seeded sample of :func:`rtaudit.modelbuild.text.e5_train.sample`
+    when the multilingual encoder serves, whose embeddings are cached)."""
     from rtaudit.modelbuild.text.benign_multilingual import benign
 
     out = []
     for lang in languages:
         ordinary = {s.name for s in MD.sources(lang) if s.benign_only}
-        test = [r for r in MD.load(root, lang) if r.split == "test"]
+        test = [r for r in (rows_of(lang) if rows_of else MD.load(root, lang)) if r.split == "test"]
         rows = [r for r in test if r.source not in ordinary]
         ud = [r for r in test if r.source in ordinary]
         if quick:

@@ -234,6 +234,10 @@ def test_the_shipped_text_artifacts_pass_their_golden_set(text_bundle: Path) -> 
 
     per_language = {f"artifacts/multilingual/{p.name}" for p in artifacts_dir().iterdir()}
     assert "artifacts/multilingual/manifest.json" in per_language
+    from rtaudit.engine.text.e5_heads import artifacts_dir as e5_dir
+
+    per_language |= {f"artifacts/multilingual_e5/{p.name}" for p in e5_dir().iterdir()}  # e5 heads, romanized routers
+    assert "artifacts/multilingual_e5/manifest.json" in per_language
     from rtaudit.engine.text.encoder_delta import EncoderDelta
 
     delta = EncoderDelta.from_manifest()  # the fine-tuned encoder layers, when the shipped head reads them

@@ -1,0 +1,110 @@
+"""Fit the romanized-script routers (:class:`rtaudit.engine.text.romanized.RomanizedRouter`; ``rtaudit text train-e5``).
+
+One character n-gram model per romanized language (:data:`rtaudit.engine.text.romanized.ROMANIZED`), one
+against the rest: that language's train rows (abusive and not) against English posts (OLID and Davidson
+train, from the labelled English data, ``--english-data``), the other romanized language, and the
+Latin-script languages' rows (es, fr, de, pt, it; at most :data:`PER_SOURCE` per language). 1-4-grams
+hashed to 2^17, TF-IDF, logistic regression (scikit-learn, balanced classes). Threshold: the lowest that sends
+at most :data:`~rtaudit.engine.text.romanized.ROUTE_EN_MAX` of the English dev posts and of each Latin-script
+language's dev rows (the union's rate) to the romanized route; it becomes the model's ``shift``.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from pathlib import Path
+
+import numpy as np
+
+from rtaudit.modelbuild.text import multilingual_data as MD
+from rtaudit.engine.text import romanized as R
+from rtaudit.modelbuild.text import romanized_data as RD
+from rtaudit.engine.text.heads import CharNgramModel, char_vectorizer, lexical_logit, smooth_idf
+
+log = logging.getLogger(__name__)
+
+N_FEATURES = 2**17
+NGRAMS = (1, 4)
+PER_SOURCE = 3000
+LATIN = ("es", "fr", "de", "pt", "it")
+SEED = 20261205
+
+
+def _english(english_root: Path, split: str) -> list[str]:
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.engine.text.multilingual import model_text
+    from rtaudit.engine.text.normalize import normalize
+
+    out = []
+    for name in ("olid", "davidson"):
+        out += [model_text(normalize(e.text).text) for e in D.load(name, english_root, split=split)]
+    return [t for t in out if t]
+
+
+def fit_routers(root: Path, english_root: Path) -> dict[str, tuple[CharNgramModel, dict]]:
+    """``{lang: (router model, report)}`` for each romanized language.
+
+    Raises:
+        FileNotFoundError: a source file is missing (romanized, Latin-script or English data).
+    """
+    from sklearn.linear_model import LogisticRegression
+
+    rng = random.Random(SEED)
+    rows = {lang: RD.load(root, lang) for lang in R.ROMANIZED}
+    latin = {lang: MD.load(root, lang) for lang in LATIN}
+
+    def texts(rs: list, split: str) -> list[str]:
+        sel = [r.text for r in rs if r.split == split]
+        rng.shuffle(sel)
+        return sel[:PER_SOURCE] if split == "train" else sel[:PER_SOURCE // 3]
+
+    en_train, en_dev = _english(english_root, "train"), _english(english_root, "dev")
+    other_train = en_train + [t for rs in latin.values() for t in texts(rs, "train")]
+    other_dev = en_dev + [t for rs in latin.values() for t in texts(rs, "dev")]
+    out = {}
+    for lang in R.ROMANIZED:
+        rest = [x for x in R.ROMANIZED if x != lang]
+        pos_tr, pos_dv = texts(rows[lang], "train"), texts(rows[lang], "dev")
+        neg_tr = other_train + [t for x in rest for t in texts(rows[x], "train")]
+        neg_dv = other_dev + [t for x in rest for t in texts(rows[x], "dev")]
+        train = pos_tr + neg_tr
+        y = np.array([1] * len(pos_tr) + [0] * len(neg_tr))
+        counts = char_vectorizer(N_FEATURES, NGRAMS).transform(train)
+        idf = smooth_idf(counts).astype(np.float16).astype(np.float32)
+        base = CharNgramModel(idf, np.zeros(N_FEATURES, np.float32), 0.0, 0.0, NGRAMS)
+        lr = LogisticRegression(C=8.0, max_iter=3000, solver="liblinear", class_weight="balanced").fit(base.transform(train), y)
+        p_neg = lr.predict_proba(base.transform(neg_dv))[:, 1]
+        p_en = p_neg[:len(en_dev)]
+        s = np.sort(p_neg)[::-1]
+        t = float(min(max(s[int(R.ROUTE_EN_MAX * len(s))] + 1e-4, 0.05), 0.9999))
+        model = CharNgramModel(idf, lr.coef_[0].astype(np.float32), float(lr.intercept_[0]),
+                               float(lexical_logit(np.array([t]))[0]), NGRAMS)
+        recall = float((model.predict(pos_dv) >= 0.5).mean())
+        report = {"threshold": round(t, 4), "dev_routed": round(recall, 4), "dev_english_routed": round(float((p_en >= t).mean()), 4),
+                  "dev_other_routed": round(float((p_neg >= t).mean()), 4), "train_rows": len(train),
+                  "features": f"char {NGRAMS[0]}-{NGRAMS[1]}-grams hashed to {N_FEATURES}",
+                  "negatives": "OLID + Davidson (English), es fr de pt it rows, the other romanized language"}
+        log.info("router %s: %s", lang, report)
+        out[lang] = (model, report)
+    return out
+
+
+def train_routers(root: Path, english_root: Path, out: Path) -> dict:
+    """Fit the routers (:func:`fit_routers`), write ``<out>/route_<lang>.npz`` and add them to ``<out>/manifest.json``
+    (which :func:`rtaudit.modelbuild.text.e5_train.train_all` wrote). Returns the manifest."""
+    import json
+
+    from rtaudit.engine.hashing import sha256_file
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    for lang, (model, report) in fit_routers(root, english_root).items():
+        path = out / R.router_file(lang)
+        model.save(path)
+        manifest["artifacts"][R.router_file(lang)] = {
+            "sha256": sha256_file(path), "bytes": path.stat().st_size, "language": lang,
+            "model": "char n-gram TF-IDF (hashed) + logistic regression: romanized-script detector", "report": report}
+    manifest["datasets"].update({s.name: {"repo": f"https://github.com/{s.repo}", "commit": s.commit, "licence": s.licence}
+                                 for s in RD.SOURCES})
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return manifest

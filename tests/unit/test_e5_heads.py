@@ -1,0 +1,91 @@
+"""The e5 heads, their threshold rule, their loader, and the romanized-script helpers (no data needed)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rtaudit.engine.hashing import sha256_file
+from rtaudit.modelbuild.text import romanized_data as romanized
+from rtaudit.modelbuild.text import e5_train
+from rtaudit.engine.text.e5_heads import ANY, E5Head, E5Heads, artifacts_dir, head_file
+from rtaudit.engine.text.heads import ArtifactError
+
+
+def test_threshold_flags_at_most_the_allowed_share_of_ordinary_rows() -> None:
+    rng = np.random.default_rng(7)
+    p = rng.random(1000)
+    for fp in (0.0, 0.01, 0.03):
+        t = e5_train.threshold_at_fp(p, fp)
+        assert (p >= t).mean() <= fp
+        # and it is the lowest such: one step lower flags more than allowed (or everything is allowed)
+        assert (p >= t - 2e-3).mean() > fp or t <= 1e-4
+    assert e5_train.threshold_at_fp(np.array([]), 0.01) == 0.5
+
+
+def test_head_round_trips_and_puts_its_threshold_at_one_half(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=384).astype(np.float32)
+    t = 0.7
+    head = E5Head(w, 0.25, float(np.log(t / (1 - t))))
+    emb = rng.normal(size=(5, 384)).astype(np.float32)
+    raw = 1 / (1 + np.exp(-(emb @ w + 0.25)))
+    np.testing.assert_array_equal(head.predict(emb) >= 0.5, raw >= t)
+    head.save(tmp_path / "h.npz")
+    again = E5Head.load(tmp_path / "h.npz")
+    np.testing.assert_allclose(again.predict(emb), head.predict(emb))
+
+
+def _bundle(tmp_path, langs=("es", ANY)):  # type: ignore[no-untyped-def]
+    d = artifacts_dir(tmp_path)
+    d.mkdir(parents=True)
+    arts = {}
+    for i, lang in enumerate(langs):
+        E5Head(np.full(384, i, np.float32), 0.0, 0.0).save(d / head_file(lang))
+        arts[head_file(lang)] = {"sha256": sha256_file(d / head_file(lang))}
+    (d / "manifest.json").write_text(json.dumps({"version": "v-test", "encoder": "e5s-test", "artifacts": arts}))
+    return d
+
+
+def test_heads_load_verified_and_fall_back_to_the_any_head(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _bundle(tmp_path)
+    heads = E5Heads.load(tmp_path)
+    assert heads is not None and set(heads.heads) == {"es", ANY} and heads.version == "v-test"
+    emb = np.ones((2, 384), np.float32) / np.sqrt(384)
+    np.testing.assert_allclose(heads.predict("nl", emb), heads.predict(ANY, emb))
+    assert not np.allclose(heads.predict("es", emb), heads.predict(ANY, emb))
+    assert heads.router is not None and heads.router.detect(["hello"]) == [None]
+
+
+def test_a_tampered_head_is_refused_and_a_bundle_without_heads_loads_none(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    assert E5Heads.load(tmp_path) is None
+    d = _bundle(tmp_path)
+    E5Head(np.zeros(384, np.float32), 1.0, 0.0).save(d / head_file("es"))
+    with pytest.raises(ArtifactError):
+        E5Heads.load(tmp_path)
+
+
+def test_a_bundle_without_the_any_head_is_refused(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _bundle(tmp_path, langs=("es",))
+    with pytest.raises(ArtifactError, match="any_e5_lr.npz"):
+        E5Heads.load(tmp_path)
+
+
+def test_russian_in_latin_letters_is_deterministic_and_latin() -> None:
+    text = "Ты полный дурак, заткнись"
+    once, twice = romanized.ru_latin(text), romanized.ru_latin(text)
+    assert once == twice
+    assert romanized.latin_share(once) == 1.0 and "durak" in once.lower()
+
+
+def test_latin_share_counts_letters_only() -> None:
+    assert romanized.latin_share("tum bahut 123 !!") == 1.0
+    assert romanized.latin_share("जय मोदीराज") == 0.0
+    assert romanized.latin_share("123") == 0.0
+
+
+def test_romanized_load_refuses_an_unknown_language(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    with pytest.raises(ValueError, match="hi_latn"):
+        romanized.load(tmp_path, "ar_latn")
