@@ -39,3 +39,23 @@ def test_records_are_delivered_once_each_and_an_idle_producer_is_not_stalled(cap
     assert producer.flush(10) == 0 and delivered[-1] == b"late"
     assert producer.recreated == 0
     assert not [r for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+def test_reports_waiting_to_be_served_are_not_a_stall() -> None:
+    """A caller that hands records over and calls the producer again only after ``stall_s`` (a client
+    that submits a burst, then waits for verdicts) must not have every delivered record produced again:
+    the reports were in librdkafka's queue, unserved. Found by ``rtaudit chaos -S slow``: 64 requests
+    submitted at once, the next submit 26 s later resent all 64 ("no delivery report for 10 s")."""
+    import time
+
+    delivered: list[bytes] = []
+    conf = {"test.mock.num.brokers": 1, "enable.idempotence": True, "log_level": 0}
+    producer = RecoveringProducer(conf, name="unit", stall_s=0.5)
+    producer.flush(10)  # the mock cluster is up
+    for i in range(20):
+        producer.produce("t", b"v%d" % i, b"k%d" % i, on_delivery=lambda err, msg: delivered.append(msg.key()))
+    time.sleep(1.2)  # acknowledged meanwhile, but no poll serves the reports
+    producer.produce("t", b"next", b"next", on_delivery=lambda err, msg: delivered.append(msg.key()))
+    assert producer.flush(10) == 0
+    assert producer.recreated == 0, "delivered records were taken for a stall and produced again"
+    assert sorted(delivered) == sorted([b"k%d" % i for i in range(20)] + [b"next"])
