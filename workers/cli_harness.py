@@ -203,6 +203,7 @@ def chaos(
     from rtaudit.workers.chaos.extended import run_extended, write_extended
     from rtaudit.workers.chaos.rows import COLUMNS, table_rows
     from rtaudit.workers.chaos.scenarios import ScenarioOptions
+    from rtaudit.workers.fleet import FleetNotReady
     from rtaudit.workers.children import raise_keyboard_interrupt_on
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
@@ -226,6 +227,8 @@ def chaos(
         ext = run_extended(tuple(scenario) or c.SCENARIOS, opts, sopts, s, lambda msg: console.print(msg, markup=False, highlight=False))
     except ValueError as exc:
         raise fail(str(exc), 2) from None
+    except FleetNotReady as exc:
+        raise fail(str(exc), 1) from None
     if ext.kills is not None:
         _kills_table(ext.kills, opts, out)
     table = Table(*COLUMNS, title=f"rtaudit chaos ({ext.run_id}, seed {seed}, {ext.wall_s:.0f} s in all)")

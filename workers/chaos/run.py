@@ -35,6 +35,8 @@ class ChaosOptions:
     tail_s: float = 30.0
     out_dir: Path = Path(".rtaudit/chaos")
     config: Path | None = None
+    #: longest wait for the fleet's first complete probe verdict, s (a loaded machine needs minutes).
+    ready_timeout_s: float = 600.0
 
     @classmethod
     def quick(cls, **kw: object) -> "ChaosOptions":
@@ -280,7 +282,7 @@ class Chaos:
         load_s = 0.0
         reader_thread = load_thread = None
         try:
-            fleet.start(ready_timeout_s=300)
+            fleet.start(ready_timeout_s=o.ready_timeout_s)
             self.say(f"  fleet ready after {time.monotonic() - started:.0f} s")
             reader = verdict_reader(self.settings)
             reader_thread = threading.Thread(target=self._reader, args=(reader,), name="chaos-reader", daemon=True)

@@ -369,6 +369,7 @@ class Scenarios:
         if err := self.watch.flush(RECOVERY_TARGET_S + 30):  # type: ignore[union-attr]
             self.say(f"  {err}")
             d.figures["client"] = err
+        d.figures["client producer instances recreated"] = str(self.watch.client.producer_recreations)  # type: ignore[union-attr]
         ends = [sig for _, sig, _ in restarts[1:]] + [now_ms()]
         for (sig_name, sig_ms, back_ms), until_ms in zip(restarts, ends):
             self._client_recovery(prefix, sig_name, sig_ms, back_ms, until_ms, d)
