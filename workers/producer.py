@@ -43,8 +43,15 @@ log = logging.getLogger(__name__)
 PRODUCER_STALL_S = 10.0
 #: seconds a dropped instance gets to close (purged first, so it has nothing to send).
 CLOSE_OLD_S = 5.0
-#: delivery error codes that mean "this instance is gone", not "this record is bad".
-_INSTANCE_GONE = frozenset({KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+#: delivery error codes that mean "this instance is gone", not "this record is bad": besides fatal and purged,
+#: the broker no longer knows this instance's producer id or epoch (a restarted memory-only broker hands ids
+#: out from 1 again, so a long-running instance's id may now be another producer's: measured on tansu,
+#: ``PRODUCER_FENCED`` on every record, non-fatal, for minutes). A new instance gets a fresh id.
+_INSTANCE_GONE = frozenset({
+    KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+})
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
