@@ -46,6 +46,9 @@ from rtaudit.workers.chaos.watch import CRASH_MARKS, GROUP_EXIT_MARKS, ExitLog, 
 
 #: the scenarios of this module, in the order a run plays them.
 FLEET_SCENARIOS = ("scale", "slow", "saturate", "broker")
+#: a delivery report served this long after the new broker listened may still be the old broker's, ms
+#: (the load's client polls at each submit: every 0.5-0.7 s at the scenario's rates).
+LATE_REPORT_MS = 1500
 #: batches a modality lane holds (:mod:`rtaudit.workers.lane_intake`).
 LANE_BATCHES = 8
 
@@ -302,10 +305,10 @@ class Scenarios:
             d.misses.append(f"low lane within its SLO: {len(within)}/{len(lows)}")
         return d
 
-    def _restart_broker(self, sig_name: str, prefix: str, d: Disturbance) -> tuple[int, int]:
+    def _restart_broker(self, sig_name: str, prefix: str, d: Disturbance) -> tuple[int, int, int]:
         """Signal the embedded broker; wait for its return (the supervisor restarts it, recreates the
         topics and restarts every worker), reopen the readers, and wait until the fleet answers a request
-        sent after the return. Returns ``(signal ms, return ms)``."""
+        sent after the return. Returns ``(signal ms, exit ms, return ms)``."""
         from rtaudit.engine.clock import now_ms
         from rtaudit.workers.broker import is_listening
 
@@ -317,6 +320,8 @@ class Scenarios:
         sig_ms = now_ms()
         d.start_ms = d.start_ms or sig_ms
         proc.send_signal(getattr(signal, sig_name))
+        wait_until(lambda: proc.poll() is not None, 30, 0.05)
+        exit_ms = now_ms()
         wait_until(lambda: fleet.broker is not None and fleet.broker.process is not proc and is_listening("127.0.0.1", port, 0.2), 90, 0.05)
         back_ms = now_ms()
         wait_until(lambda: fleet.restarts.get("broker", 0) > restarts, 60)  # topics recreated, workers restarted
@@ -328,9 +333,9 @@ class Scenarios:
             f"{(d.end_ms - back_ms) / 1000:.1f} s" if served else "never (180 s)")
         if not served:
             d.misses.append(f"{sig_name}: the fleet answered no new request within 180 s of the broker's return")
-        return sig_ms, back_ms
+        return sig_ms, exit_ms, back_ms
 
-    def _client_recovery(self, prefix: str, sig_name: str, sig_ms: int, back_ms: int, until_ms: int, d: Disturbance) -> None:
+    def _client_recovery(self, prefix: str, sig_name: str, sig_ms: int, exit_ms: int, back_ms: int, until_ms: int, d: Disturbance) -> None:
         """The long-running client across one restart: the first acknowledgement after the broker's return,
         and the longest any request sent from the signal to ``until_ms`` waited past the return for its
         acknowledgement (target :data:`RECOVERY_TARGET_S`); requests the old broker acknowledged that have
@@ -338,13 +343,15 @@ class Scenarios:
         w = self.watch
         assert w is not None
         sent = {rid: s for rid, s in list(w.sent.items()) if rid.startswith(prefix) and sig_ms <= s.created_ms <= until_ms}
-        acks = dict(w.acked_ms)
-        after = [t for t in acks.values() if t >= back_ms]
+        acks, every = dict(w.acked_ms), dict(w.sent)
+        # a report served just after the return for a request sent before the exit may be the old broker's
+        old = lambda rid, t: t < back_ms or (every[rid].created_ms < exit_ms and t < back_ms + LATE_REPORT_MS)  # noqa: E731
+        after = [t for rid, t in acks.items() if rid in every and not old(rid, t)]
         first_s = (min(after) - back_ms) / 1000 if after else None
         waits = [(acks[rid] - max(s.created_ms, back_ms)) / 1000 if rid in acks else None for rid, s in sent.items()]
         longest = None if None in waits else max(waits, default=0.0)
-        # acknowledged before the new broker listened: by the old one (a delivery report can be served after its exit)
-        wiped = {rid for rid, t in acks.items() if rid.startswith(prefix) and t < back_ms and rid not in w.arrived_ms}
+        # acknowledged by the old broker (``old``) and no verdict: the broker forgot it
+        wiped = {rid for rid, t in acks.items() if rid.startswith(prefix) and rid not in w.arrived_ms and old(rid, t)}
         d.wiped |= wiped
         fmt = lambda x: "never" if x is None else f"{x:.1f} s"  # noqa: E731
         d.figures[sig_name] += (f"; client acknowledged again {fmt(first_s)} after the return, longest wait for an "
@@ -370,9 +377,9 @@ class Scenarios:
             self.say(f"  {err}")
             d.figures["client"] = err
         d.figures["client producer instances recreated"] = str(self.watch.client.producer_recreations)  # type: ignore[union-attr]
-        ends = [sig for _, sig, _ in restarts[1:]] + [now_ms()]
-        for (sig_name, sig_ms, back_ms), until_ms in zip(restarts, ends):
-            self._client_recovery(prefix, sig_name, sig_ms, back_ms, until_ms, d)
+        ends = [sig for _, sig, _, _ in restarts[1:]] + [now_ms()]
+        for (sig_name, sig_ms, exit_ms, back_ms), until_ms in zip(restarts, ends):
+            self._client_recovery(prefix, sig_name, sig_ms, exit_ms, back_ms, until_ms, d)
         return d
 
     # -- the whole run -------------------------------------------------------------------
