@@ -6,13 +6,16 @@ from __future__ import annotations
 import dataclasses
 import os
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.table import Table
 
 from rtaudit.cli.common import ConfigOpt, console, fail, settings_or_exit
 from rtaudit.workers.settings import Settings
+
+if TYPE_CHECKING:
+    from rtaudit.tools.chaos import ChaosOptions, ChaosRun
 
 
 def _parse_slo(values: list[str]) -> dict[str, float]:
@@ -189,13 +192,21 @@ def chaos(
     rolling: Annotated[Optional[bool], typer.Option("--rolling/--no-rolling", help="rolling SIGTERM restart of every role (default: on unless --quick)")] = None,
     slo_ms: Annotated[int, typer.Option("--slo-ms", help="each request's SLO, ms")] = 10_000,
     out: Annotated[Path, typer.Option(help="folder for chaos runs (logs, chaos.json)")] = Path(".rtaudit/chaos"),
+    scenario: Annotated[list[str], typer.Option("--scenario", "-S", help="kills | scale | slow | saturate | broker (repeat; default: all)")] = [],  # noqa: B006
     config: ConfigOpt = None,
 ) -> None:
     """Steady mixed load (text, images, OCR) through a supervised fleet on a private embedded
     broker while random workers are killed with kill -9 (and, unless --quick, every role is
-    restarted with SIGTERM in turn); then audit.verdicts is read whole and the table says what
-    was lost or repeated. Exit 1 when a request was lost or the client saw a duplicate."""
+    restarted with SIGTERM in turn); then, on a fleet of their own, a role scaled up and down, a
+    stage slower than the poll interval, a saturated high lane and broker restarts under a
+    long-running client (docs/chaos.md). One table row per scenario. Exit 1 when a target fails
+    (a request lost, a crash, different verdicts for one id, a duplicate through the client,
+    the low lane past its SLO, the client not delivering within 30 s of the broker's return)."""
     from rtaudit.tools import chaos as c
+    from rtaudit.tools.chaos.extended import run_extended, write_extended
+    from rtaudit.tools.chaos.rows import COLUMNS, table_rows
+    from rtaudit.tools.chaos.scenarios import ScenarioOptions
+    from rtaudit.tools.fleet.local import FleetNotReady
     from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
 
     for name in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_KAFKA_PROFILE"):
@@ -213,12 +224,31 @@ def chaos(
     if rolling is not None:
         kw["rolling"] = c.ROLES if rolling else ()
     opts = dataclasses.replace(base, **kw)  # type: ignore[arg-type]  # CLI values keyed by field name, checked by the dataclass at run time
+    sopts = (ScenarioOptions.quick if quick else ScenarioOptions)(seed=seed, out_dir=out.resolve(),
+                                                                  config=config.resolve() if config else None)
     raise_keyboard_interrupt_on()
     try:
-        run = c.Chaos(opts, s, lambda msg: console.print(msg, markup=False, highlight=False)).run()
+        ext = run_extended(tuple(scenario) or c.SCENARIOS, opts, sopts, s, lambda msg: console.print(msg, markup=False, highlight=False))
     except ValueError as exc:
         raise fail(str(exc), 2) from None
-    table = Table("measure", "value", title=f"rtaudit chaos ({run.run_id}, seed {opts.seed}, {run.load_s:.0f} s of load)")
+    except FleetNotReady as exc:
+        raise fail(str(exc), 1) from None
+    if ext.kills is not None:
+        _kills_table(ext.kills, opts, out)
+    table = Table(*COLUMNS, title=f"rtaudit chaos ({ext.run_id}, seed {seed}, {ext.wall_s:.0f} s in all)")
+    for cells in table_rows(ext.rows):
+        table.add_row(*cells)
+    console.print(table)
+    console.print(f"wrote {write_extended(ext, out.resolve() / ext.run_id / 'extended.json')}", markup=False, highlight=False)
+    if not ext.ok:
+        raise typer.Exit(1)
+
+
+def _kills_table(run: "ChaosRun", opts: "ChaosOptions", out: Path) -> None:
+    """The kill run's own table (every measure of :func:`rtaudit.tools.chaos.result_rows`)."""
+    from rtaudit.tools import chaos as c
+
+    table = Table("measure", "value", title=f"rtaudit chaos kills ({run.run_id}, seed {opts.seed}, {run.load_s:.0f} s of load)")
     for name, value in c.result_rows(run.result, opts.slo_ms):
         table.add_row(name, value)
     console.print(table)
@@ -228,5 +258,3 @@ def chaos(
             markup=False, highlight=False)
     console.print(f"restarts by the supervisor: {run.restarts}; wrote {c.write_json(run, out.resolve() / run.run_id / 'chaos.json')}; "
                   f"worker logs in {run.log_dir} ({run.wall_s:.0f} s in all)", markup=False, highlight=False)
-    if not run.result.ok:
-        raise typer.Exit(1)

@@ -13,7 +13,8 @@ delivers at once.
 
 So the wrapper keeps every record handed to it until its delivery report, and when the instance
 reports a fatal error (``error_cb`` or a delivery error with ``fatal()``), or when records are
-waiting and no delivery report at all came for ``stall_s`` seconds, it purges and drops the
+waiting and no delivery report at all came for ``stall_s`` seconds (reports queued but not yet
+served by a ``poll`` count as having come), it purges and drops the
 instance, creates a new one from the same configuration and produces every unacknowledged
 record again, in the order they were first handed over. Delivery reports of a dropped
 instance are ignored. A record may therefore reach the topic twice (it was written but its
@@ -42,8 +43,15 @@ log = logging.getLogger(__name__)
 PRODUCER_STALL_S = 10.0
 #: seconds a dropped instance gets to close (purged first, so it has nothing to send).
 CLOSE_OLD_S = 5.0
-#: delivery error codes that mean "this instance is gone", not "this record is bad".
-_INSTANCE_GONE = frozenset({KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT})
+#: delivery error codes that mean "this instance is gone", not "this record is bad": besides fatal and purged,
+#: the broker no longer knows this instance's producer id or epoch (a restarted memory-only broker hands ids
+#: out from 1 again, so a long-running instance's id may now be another producer's: measured on tansu,
+#: ``PRODUCER_FENCED`` on every record, non-fatal, for minutes). A new instance gets a fresh id.
+_INSTANCE_GONE = frozenset({
+    KafkaError._FATAL, KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT, KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH, KafkaError.UNKNOWN_PRODUCER_ID, KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+})
 
 DeliveryCallback = Callable[[KafkaError | None, Message], None]
 
@@ -184,10 +192,15 @@ class RecoveringProducer:
 
     def _check(self) -> None:
         """Under the lock: recreate the instance after a fatal error, or a stall of ``stall_s``."""
+        if self._fatal is None and self._pending and time.monotonic() - self._last_progress > self.stall_s:
+            # reports librdkafka holds unserved (the caller did not poll meanwhile) are progress, not a stall
+            try:
+                self._producer.poll(0)
+            except KafkaException as exc:
+                self._note_fatal(exc.args[0] if exc.args else exc)
+            if self._fatal is None and self._pending and time.monotonic() - self._last_progress > self.stall_s:
+                self._fatal = f"no delivery report for {self.stall_s:g} s with {len(self._pending)} records waiting"
         if self._fatal is not None:
-            self._recreate()
-        elif self._pending and time.monotonic() - self._last_progress > self.stall_s:
-            self._fatal = f"no delivery report for {self.stall_s:g} s with {len(self._pending)} records waiting"
             self._recreate()
 
     def _recreate(self) -> None:

@@ -16,6 +16,11 @@ The harness (issue 10.4), on a private embedded broker on a free loopback port:
    consumer (every record counts) and through the client (:func:`rtaudit.workers.client.verdict_reader`,
    which drops repeated request ids), and tallies (:func:`tally`).
 
+Then the fleet events on a fleet of their own (:mod:`rtaudit.tools.chaos.scenarios`: scale a
+role, a stage slower than the poll interval, a saturated high lane, broker restarts under a
+long-running client), one table row per scenario (:mod:`rtaudit.tools.chaos.rows`), played by
+:func:`rtaudit.tools.chaos.extended.run_extended`.
+
 Latency is end to end, from the request's ``created_at_ms`` to the verdict's arrival at a
 reader that runs for the whole load (through the client). The pure parts (the fault plan,
 :class:`Progress`, :func:`tally`, :func:`p99`) need no Kafka and are unit-tested.
@@ -27,8 +32,24 @@ from rtaudit.tools.chaos.plan import ANSWERED, Fault, KINDS, LATE_CAP_S, LATE_ID
 from rtaudit.tools.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, p99, recovery_s, result_rows, tally
 from rtaudit.tools.chaos.load import OCR_PHRASES, RequestMaker, _png, drawn_images, rendered_images
 from rtaudit.tools.chaos.run import Chaos, ChaosOptions, ChaosRun, FaultDone, fault_line, free_port, write_json
+from rtaudit.tools.chaos.rows import RECOVERY_TARGET_S, SCENARIOS, ScenarioRow, markdown, row_from_result, table_rows, unexplained_exits
+from rtaudit.tools.chaos.scenarios import FLEET_SCENARIOS, ScenarioOptions, Scenarios
+from rtaudit.tools.chaos.extended import ExtendedRun, run_extended, write_extended
 
 __all__ = [
+    "ExtendedRun",
+    "FLEET_SCENARIOS",
+    "RECOVERY_TARGET_S",
+    "SCENARIOS",
+    "ScenarioOptions",
+    "ScenarioRow",
+    "Scenarios",
+    "markdown",
+    "row_from_result",
+    "run_extended",
+    "table_rows",
+    "unexplained_exits",
+    "write_extended",
     "ANSWERED",
     "Chaos",
     "ChaosOptions",

@@ -15,6 +15,7 @@ from pathlib import Path
 from rtaudit.tools.chaos.plan import Fault, LATE_CAP_S, LATE_IDLE_S, ROLES, ROLLING_STEP_S, ROLLING_WAIT_S, SETTLE_MARGIN_S, plan_faults
 from rtaudit.tools.chaos.tally import ChaosResult, Progress, RawVerdict, Sent, tally
 from rtaudit.tools.chaos.load import RequestMaker
+from rtaudit.tools.chaos.watch import ExitLog
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ class ChaosOptions:
     tail_s: float = 30.0
     out_dir: Path = Path(".rtaudit/chaos")
     config: Path | None = None
+    #: longest wait for the fleet's first complete probe verdict, s (a loaded machine needs minutes).
+    ready_timeout_s: float = 600.0
 
     @classmethod
     def quick(cls, **kw: object) -> "ChaosOptions":
@@ -67,6 +70,8 @@ class ChaosRun:
     interrupted: bool = False
     #: every record of the first 20 repeated request ids (what differs, when each was decided).
     repeated: dict[str, list[RawVerdict]] = field(default_factory=dict)
+    #: the supervisor's worker exit lines, ``(wall ms, line)``.
+    exits: list[tuple[int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -103,6 +108,8 @@ class Chaos:
         self._stop_load = threading.Event()
         self._stop_reader = threading.Event()
         self._load_error: BaseException | None = None
+        #: the supervisor's exit lines (worker crashes the harness did not cause are told apart by pid).
+        self.exits = ExitLog(say)
 
     # -- threads ---------------------------------------------------------------------
     def _reader(self, reader) -> None:
@@ -270,13 +277,12 @@ class Chaos:
                  f"SLO {o.slo_ms / 1000:g} s; {o.kills} kills" + (f" from t={o.warmup_s:.0f} s to t={end_faults:.0f} s" if o.kills else "") +
                  f"{', rolling restart of ' + ', '.join(o.rolling) if o.rolling else ''}; seed {o.seed}")
         env = {"RTAUDIT_METRICS_PORT": "0", "RTAUDIT_KAFKA_PROFILE": "local", "RTAUDIT_STATE_DIR": str(self.out_dir / self.run_id / "state")}
-        fleet = Fleet(self.settings, config=o.config, log_dir=self.log_dir, env=env, supervise=True,
-                      on_event=lambda msg: self.say(f"  fleet: {msg}") if ("restart" in msg or "exited" in msg) else None)
+        fleet = Fleet(self.settings, config=o.config, log_dir=self.log_dir, env=env, supervise=True, on_event=self.exits.on_event)
         interrupted = False
         load_s = 0.0
         reader_thread = load_thread = None
         try:
-            fleet.start(ready_timeout_s=300)
+            fleet.start(ready_timeout_s=o.ready_timeout_s)
             self.say(f"  fleet ready after {time.monotonic() - started:.0f} s")
             reader = verdict_reader(self.settings)
             reader_thread = threading.Thread(target=self._reader, args=(reader,), name="chaos-reader", daemon=True)
@@ -327,7 +333,7 @@ class Chaos:
             fleet.stop()
         repeated = {rid: [v for v in raw if v.rid == rid] for rid in sorted(result.raw_duplicates)[:20]}
         return ChaosRun(o, self.run_id, self.log_dir, result, self.faults, dict(fleet.restarts), load_s,
-                        time.monotonic() - started, interrupted, repeated)
+                        time.monotonic() - started, interrupted, repeated, list(self.exits.lines))
 
 
 def write_json(run: ChaosRun, path: Path) -> Path:

@@ -251,6 +251,13 @@ class Fleet:
                 s.proc.send_signal(sig)
             s.proc.wait()
 
+    def retire(self, proc: subprocess.Popen[bytes], sig: int = signal.SIGTERM, timeout_s: float = 60.0) -> int | None:
+        """Scale down by one: forget ``proc``'s slot (the supervisor will not restart it), send
+        ``sig`` to its process group and wait up to ``timeout_s`` s (then SIGKILL). Returns its exit code."""
+        with self._lock:
+            self.slots = [s for s in self.slots if s.proc is not proc]
+        return stop_group(proc, sig, timeout_s=timeout_s)
+
     def wait_ready(self, timeout_s: float) -> float:
         """Send probe requests until one's verdict is complete; returns seconds waited."""
         started = time.monotonic()
