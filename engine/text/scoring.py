@@ -352,6 +352,44 @@ class TextScorer:
         os_, oe = n.to_original(s, e)
         return Span(os_, oe, n.original[os_:oe], category, round(min(max(score, 0.0), 1.0), 4), source)
 
+    def _languages(self, norm: list[NormalizedText], routes: list[str], unsure: list[str | None], en_idx: list[int],
+                   other_idx: list[int], lang_idx: list[int],
+                   scores: list[dict[str, float]]) -> tuple[dict[int, float], dict[int, NormalizedText], bool]:
+        """The per-language stage of :meth:`score`: ``offensive`` of each routed text (``lang_idx``) by its
+        language's model, keyed by index; the social-media views those models read; and whether e5 scored the
+        routed texts (:data:`~rtaudit.engine.text.e5_stage.SERVES_ROUTED`). Texts no served model reads as
+        theirs get the e5 score in ``scores`` (updated in place) where it is higher."""
+        lang_scores: dict[int, float] = {}
+        lang_views = {i: social_view(norm[i]) for i in lang_idx}
+        # the multilingual encoder (where it runs): the routed language's head; and the texts no served model
+        # reads as theirs: "other" with letters (a script or language with no model), and "en" texts lingua
+        # took for another language (a decoy, or a served one short of the margin), by that language's head
+        # or the "any" head, max'ed with what they have
+        if self.semantic is not None:
+            # romanized Hindi/Urdu or Russian on the English route: that script's head (lingua cannot tell them)
+            for i, lang in zip(en_idx, self.semantic.romanized([social_view(norm[i]).text for i in en_idx])):
+                if lang is not None:
+                    unsure[i] = lang
+        unserved = [i for i in other_idx if script_counts(norm[i].text)[0] >= MIN_LETTERS] + \
+            [i for i in en_idx if unsure[i] is not None]
+        # the served languages keep their n-gram models: at the same benign rate the e5 heads measured lower recall
+        # (e5_stage.SERVES_ROUTED); e5 reads what no model reads as its own
+        e5_routed = lang_idx if self.semantic is not None and SERVES_ROUTED else []
+        if self.semantic is not None and (e5_routed or unserved):
+            views = {**lang_views, **{i: social_view(norm[i]) for i in unserved}}
+            ask = e5_routed + unserved
+            sem = self.semantic.score([views[i].text for i in ask], [routes[i] if routes[i] in self.languages.models
+                                                                     else str(unsure[i] or "any") for i in ask])
+            lang_scores.update(zip(e5_routed, sem[:len(e5_routed)]))
+            for i, p in zip(unserved, sem[len(e5_routed):]):
+                if p > scores[i].get("offensive", 0.0):
+                    scores[i]["offensive"] = round(float(p), 4)
+        if not e5_routed:
+            for lang in {routes[i] for i in lang_idx}:
+                idx = [i for i in lang_idx if routes[i] == lang]
+                lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
+        return lang_scores, lang_views, bool(e5_routed)
+
     # -- public --------------------------------------------------------------------------------------
     def score(self, texts: list[str], *, evidence: bool = True) -> list[TextScore]:
         """Score a batch of raw texts.
@@ -399,35 +437,7 @@ class TextScorer:
         # Latin-script text, where the English lexical model reads "die", "ho", "con" as English profanity
         lang_lex: list[float] | np.ndarray = self.lexical.score_texts([norm[i].text if routes[i] in LEXICAL_MAX else "" for i in lang_idx]) \
             if lang_idx else []
-        lang_scores: dict[int, float] = {}
-        lang_views = {i: social_view(norm[i]) for i in lang_idx}
-        # the multilingual encoder (where it runs): the routed language's head; and the texts no served model
-        # reads as theirs: "other" with letters (a script or language with no model), and "en" texts lingua
-        # took for another language (a decoy, or a served one short of the margin), by that language's head
-        # or the "any" head, max'ed with what they have
-        if self.semantic is not None:
-            # romanized Hindi/Urdu or Russian on the English route: that script's head (lingua cannot tell them)
-            for i, lang in zip(en_idx, self.semantic.romanized([social_view(norm[i]).text for i in en_idx])):
-                if lang is not None:
-                    unsure[i] = lang
-        unserved = [i for i in other_idx if script_counts(norm[i].text)[0] >= MIN_LETTERS] + \
-            [i for i in en_idx if unsure[i] is not None]
-        # the served languages keep their n-gram models: at the same benign rate the e5 heads measured lower recall
-        # (e5_stage.SERVES_ROUTED); e5 reads what no model reads as its own
-        e5_routed = lang_idx if self.semantic is not None and SERVES_ROUTED else []
-        if self.semantic is not None and (e5_routed or unserved):
-            views = {**lang_views, **{i: social_view(norm[i]) for i in unserved}}
-            ask = e5_routed + unserved
-            sem = self.semantic.score([views[i].text for i in ask], [routes[i] if routes[i] in self.languages.models
-                                                                     else str(unsure[i] or "any") for i in ask])
-            lang_scores.update(zip(e5_routed, sem[:len(e5_routed)]))
-            for i, p in zip(unserved, sem[len(e5_routed):]):
-                if p > scores[i].get("offensive", 0.0):
-                    scores[i]["offensive"] = round(float(p), 4)
-        if not e5_routed:
-            for lang in {routes[i] for i in lang_idx}:
-                idx = [i for i in lang_idx if routes[i] == lang]
-                lang_scores.update(zip(idx, self.languages.models[lang].predict([lang_views[i].text for i in idx])))
+        lang_scores, lang_views, e5_routed = self._languages(norm, routes, unsure, en_idx, other_idx, lang_idx, scores)
         for i, lex in zip(lang_idx, lang_lex):
             scores[i] = {"offensive": round(float(max(lang_scores[i], lex)), 4)}
         # mixed posts: the Han part of a text routed elsewhere, through the Chinese model; the higher
