@@ -104,8 +104,9 @@ class SemanticDrift:
                 mean = self._sum / self._n
                 if self._previous is not None:
                     self._similarities.append(cosine(self._previous, mean))
-                    scores.append(self.score)  # type: ignore[arg-type]
-                    self._recent.append(scores[-1])
+                    score = 1.0 - sum(self._similarities) / len(self._similarities)  # = self.score, never None here
+                    scores.append(score)
+                    self._recent.append(score)
                 self._previous, self._n = mean, 0
                 self.windows += 1
         return scores

@@ -112,9 +112,12 @@ class DriftMonitor:
                 texts = {}
             if texts is None:
                 return
+            embed = self.embed  # set before the thread starts (start()); only texts sampled while it is set arrive here
             for tenant, batch in texts.items():
+                if embed is None:
+                    break
                 try:
-                    emb = self.embed(batch)  # type: ignore[misc]
+                    emb = embed(batch)
                 except Exception:
                     log.exception("%s drift monitor: embedding failed", self.stage)
                     continue

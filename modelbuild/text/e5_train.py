@@ -145,7 +145,9 @@ def fit_head(lang: str, train: Split, dev: Split) -> tuple[E5Head, dict]:
         log.info("%s C=%s dev AUC %.4f", lang, C, auc)
         if best is None or auc > best[0]:
             best = (auc, C, lr)
-    auc, C, lr = best  # type: ignore[misc]
+    if best is None:
+        raise ValueError(f"{lang}: no regularisation strength to try")
+    auc, C, lr = best
     p_dev = lr.predict_proba(dev.X)[:, 1]
     ordinary = dev.kinds == "ordinary"
     t = threshold_at_fp(p_dev[ordinary]) if ordinary.any() else threshold_at_fp(p_dev[dev.kinds == "neg"], NEG_FP_MAX)

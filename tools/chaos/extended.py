@@ -10,10 +10,14 @@ import uuid
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rtaudit.tools.chaos.rows import SCENARIOS, ScenarioRow, row_from_result, unexplained_exits
 from rtaudit.tools.chaos.run import Chaos, ChaosOptions, ChaosRun
 from rtaudit.tools.chaos.scenarios import FLEET_SCENARIOS, ScenarioOptions, Scenarios
+
+if TYPE_CHECKING:
+    from rtaudit.workers.settings import Settings
 
 
 @dataclass
@@ -35,7 +39,7 @@ class ExtendedRun:
 
 
 def run_extended(
-    scenarios: tuple[str, ...], kill_options: ChaosOptions, scenario_options: ScenarioOptions, base_settings,  # type: ignore[no-untyped-def]
+    scenarios: tuple[str, ...], kill_options: ChaosOptions, scenario_options: ScenarioOptions, base_settings: Settings,
     say: Callable[[str], None] = print,
 ) -> ExtendedRun:
     """Play ``scenarios`` (a subset of :data:`SCENARIOS`; the kills on the whole fleet first, then the

@@ -45,7 +45,7 @@ def rendered_images(size_px: int = 18) -> list[str]:
     out = []
     for phrase in OCR_PHRASES:
         left, top, right, bottom = font.getbbox(phrase)
-        img = Image.new("RGB", (right - left + 20, bottom - top + 20), "white")
+        img = Image.new("RGB", (int(right - left) + 20, int(bottom - top) + 20), "white")
         ImageDraw.Draw(img).text((10 - left, 10 - top), phrase, fill="black", font=font)
         out.append(_png(img))
     return out

@@ -109,7 +109,7 @@ COLUMNS = ("scenario", "sent", "verdicts", "lost", "duplicates (raw / client)", 
 
 def table_rows(rows: list[ScenarioRow]) -> list[tuple[str, ...]]:
     """One tuple of strings per row, in :data:`COLUMNS` order."""
-    out = []
+    out: list[tuple[str, ...]] = []
     for r in rows:
         sent = f"{r.sent}" + (f" (+{r.not_acknowledged} not acked)" if r.not_acknowledged else "")
         figures = "; ".join(f"{k} {v}" for k, v in r.figures.items())

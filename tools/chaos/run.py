@@ -218,7 +218,7 @@ class Chaos:
         from rtaudit.topics.catalog import VERDICTS
         from rtaudit.workers.kafka import consumer_config
 
-        consumer = Consumer(consumer_config(self.settings, f"chaos-raw-{uuid.uuid4().hex[:8]}", **{"enable.partition.eof": True}))
+        consumer = Consumer(consumer_config(self.settings, f"chaos-raw-{uuid.uuid4().hex[:8]}", None, **{"enable.partition.eof": True}))
         out: list[RawVerdict] = []
         try:
             parts = consumer.list_topics(VERDICTS, timeout=10).topics[VERDICTS].partitions
@@ -231,14 +231,14 @@ class Chaos:
                 m = consumer.poll(1.0)
                 if m is None:
                     continue
-                if m.error() is not None:
-                    if m.error().code() == KafkaError._PARTITION_EOF:
-                        at_end.add(m.partition())
+                if (err := m.error()) is not None:
+                    if err.code() == KafkaError._PARTITION_EOF and (p := m.partition()) is not None:
+                        at_end.add(p)
                     continue
                 key = (m.key() or b"").decode("utf-8", "replace")
                 if not key.startswith(self.run_id):
                     continue
-                v = decode(m.value(), Verdict)
+                v = decode(m.value() or b"", Verdict)
                 out.append(RawVerdict(key, v.complete, v.decision, tuple(sorted(v.parts.items())), tuple(v.reasons), v.decided_at_ms))
         finally:
             consumer.close()

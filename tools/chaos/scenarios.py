@@ -38,11 +38,18 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rtaudit.tools.chaos.rows import RECOVERY_TARGET_S, ScenarioRow, fmt_ms, unexplained_exits
 from rtaudit.tools.chaos.tally import p99, tally
 from rtaudit.tools.chaos.watch import CRASH_MARKS, GROUP_EXIT_MARKS, ExitLog, LogMarks, Watch, wait_until
+
+if TYPE_CHECKING:
+    from rtaudit.schemas.messages import Priority
+    from rtaudit.tools.fleet.local import Fleet
+    from rtaudit.workers.settings import Settings
 
 #: the scenarios of this module, in the order a run plays them.
 FLEET_SCENARIOS = ("scale", "slow", "saturate", "broker")
@@ -90,11 +97,15 @@ class ScenarioOptions:
         """Each scenario in well under a minute of load."""
         base: dict[str, object] = dict(scale_backlog=30, scale_rate=1.0, scale_hold_s=8.0, scale_tail_s=4.0, slow_tail_s=4.0,
                                        saturate_s=15.0, saturate_tail_s=3.0, broker_rate=1.5, broker_gap_s=5.0, settle_idle_s=12.0)
-        return cls(**{**base, **kw})  # type: ignore[arg-type]
+        return cls(**{**base, **kw})  # type: ignore[arg-type]  # field values keyed by name, checked by the dataclass
 
     def capacity_per_s(self) -> float:
         """Items/s one text worker serves (``1000 / ms_per_item``)."""
         return 1000.0 / self.ms_per_item
+
+
+def _any_answered(watch: Watch, rids: set[str]) -> bool:
+    return bool(watch.answered(rids))
 
 
 @dataclass
@@ -113,7 +124,7 @@ class Disturbance:
 class Scenarios:
     """Runs :attr:`ScenarioOptions.scenarios` on one fleet; :meth:`run` returns one row each."""
 
-    def __init__(self, options: ScenarioOptions, base_settings, run_id: str, say: Callable[[str], None] = print) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, options: ScenarioOptions, base_settings: Settings, run_id: str, say: Callable[[str], None] = print) -> None:
         from rtaudit.tools.chaos.run import free_port
 
         unknown = sorted(set(options.scenarios) - set(FLEET_SCENARIOS))
@@ -130,8 +141,30 @@ class Scenarios:
         from rtaudit.tools.demo.corpus import demo_texts
 
         self.texts = [t for _, t in demo_texts()] or ["hello"]
-        self.fleet = None
+        self.fleet: Fleet | None = None
         self.watch: Watch | None = None
+
+    @property
+    def live(self) -> Watch:
+        """The running fleet's :class:`Watch`.
+
+        Raises:
+            RuntimeError: no scenario fleet is running (:meth:`run` starts one).
+        """
+        if self.watch is None:
+            raise RuntimeError("no scenario fleet is running")
+        return self.watch
+
+    @property
+    def live_fleet(self) -> Fleet:
+        """The running :class:`~rtaudit.tools.fleet.local.Fleet`.
+
+        Raises:
+            RuntimeError: no scenario fleet is running.
+        """
+        if self.fleet is None:
+            raise RuntimeError("no scenario fleet is running")
+        return self.fleet
 
     # -- fleet ---------------------------------------------------------------------------
     def _env(self) -> dict[str, str]:
@@ -144,26 +177,25 @@ class Scenarios:
         from rtaudit.tools.fleet.local import Fleet, FleetNotReady
 
         o = self.opts
-        self.fleet = Fleet(self.settings, config=o.config, roles=("router", "text", "fusion"), log_dir=self.log_dir,
+        fleet = self.fleet = Fleet(self.settings, config=o.config, roles=("router", "text", "fusion"), log_dir=self.log_dir,
                            env=self._env(), supervise=True, on_event=self.exits.on_event)
         started = time.monotonic()
-        self.fleet.launch()
-        self.watch = Watch(self.settings)
+        fleet.launch()
+        watch = self.watch = Watch(self.settings)
         probe = f"{self.run_id}-probe"
         for i in range(30):  # a text-only probe: this fleet has no image stage for the fleet's own probe
-            self.watch.submit(f"{probe}-{i}", "probe", "hello", "high", 30_000)
-            self.watch.flush(30)
-            if wait_until(lambda i=i: bool(self.watch.answered({f"{probe}-{i}"})), 10):  # type: ignore[union-attr]
+            watch.submit(f"{probe}-{i}", "probe", "hello", "high", 30_000)
+            watch.flush(30)
+            if wait_until(partial(_any_answered, watch, {f"{probe}-{i}"}), 10):
                 self.say(f"  scenario fleet (router, text null model at {o.ms_per_item:g} ms/item, batches of {o.max_batch}, "
                          f"max.poll.interval.ms {o.max_poll_ms}) ready after {time.monotonic() - started:.0f} s; logs in {self.log_dir}")
                 return
         raise FleetNotReady(f"the scenario fleet answered no probe within {time.monotonic() - started:.0f} s; logs in {self.log_dir}")
 
     # -- load ----------------------------------------------------------------------------
-    def _load(self, prefix: str, events: Iterator[tuple[float, str, str | None, int]], stop: threading.Event) -> threading.Thread:
+    def _load(self, prefix: str, events: Iterator[tuple[float, str, Priority | None, int]], stop: threading.Event) -> threading.Thread:
         """Open-loop load in a thread: ``events`` yields ``(at_s from now, kind, priority, slo_ms)`` in time order."""
-        assert self.watch is not None
-        watch, t0 = self.watch, time.time()
+        watch, t0 = self.live, time.time()
 
         def go() -> None:
             for i, (at_s, kind, priority, slo_ms) in enumerate(events):
@@ -177,15 +209,14 @@ class Scenarios:
         return thread
 
     @staticmethod
-    def _steady(rate: float, until_s: float, kind: str, priority: str | None, slo_ms: int, start_s: float = 0.0) -> list[tuple[float, str, str | None, int]]:
+    def _steady(rate: float, until_s: float, kind: str, priority: Priority | None, slo_ms: int, start_s: float = 0.0) -> list[tuple[float, str, Priority | None, int]]:
         n = int((until_s - start_s) * rate)
         return [(start_s + i / rate, kind, priority, slo_ms) for i in range(max(0, n))]
 
-    def _settle(self, prefix: str, exclude: set[str] = frozenset()) -> None:  # type: ignore[assignment]
+    def _settle(self, prefix: str, exclude: frozenset[str] | set[str] = frozenset()) -> None:
         """Wait for every acknowledged request of ``prefix`` (less ``exclude``) to have its verdict, or
         until none arrived for ``settle_idle_s``, or ``settle_cap_s`` in all (a lost one never comes)."""
-        assert self.watch is not None
-        w, o = self.watch, self.opts
+        w, o = self.live, self.opts
         if err := w.flush(30):
             self.say(f"  {err}")
         end = time.monotonic() + o.settle_cap_s
@@ -199,8 +230,7 @@ class Scenarios:
             time.sleep(0.5)
 
     def _row(self, name: str, prefix: str, d: Disturbance, slo_ms: int) -> ScenarioRow:
-        assert self.watch is not None
-        w = self.watch
+        w = self.live
         sent = {rid: s for rid, s in list(w.sent.items()) if rid.startswith(prefix)}
         acked_all = {rid for rid in list(w.acked_ms) if rid in sent}
         acked = acked_all - d.wiped
@@ -226,23 +256,23 @@ class Scenarios:
         """Backlog + steady low-lane load; a second text worker joins, serves, leaves with SIGTERM."""
         from rtaudit.engine.clock import now_ms
 
-        assert self.fleet is not None
         o, d, stop = self.opts, Disturbance(), threading.Event()
         load_s = 2.0 + 60.0 + o.scale_hold_s + o.scale_tail_s  # the load is stopped once the tail has run
-        events = [(0.0, "backlog", "low", o.slo_ms)] * o.scale_backlog + self._steady(o.scale_rate, load_s, "text", "low", o.slo_ms)
+        backlog: list[tuple[float, str, Priority | None, int]] = [(0.0, "backlog", "low", o.slo_ms)] * o.scale_backlog
+        events = backlog + self._steady(o.scale_rate, load_s, "text", "low", o.slo_ms)
         thread = self._load(prefix, iter(sorted(events, key=lambda e: e[0])), stop)
         time.sleep(2.0)  # the backlog is in the first worker's batcher and inference thread
         d.start_ms = now_ms()
-        second = self.fleet.spawn("text")
+        second = self.live_fleet.spawn("text")
         d.caused_pids.add(second.pid)
-        log = self.log_dir / f"text-{self.fleet.spawned['text']}.log"
+        log = self.log_dir / f"text-{self.live_fleet.spawned['text']}.log"
         joined = wait_until(lambda: log.exists() and " assigned [(" in log.read_text(errors="replace"), 60)
         joined_s = (now_ms() - d.start_ms) / 1000
         if not joined:
             d.misses.append("the second text worker never joined its group within 60 s")
         time.sleep(o.scale_hold_s)
         left_at = time.monotonic()
-        code = self.fleet.retire(second, signal.SIGTERM)
+        code = self.live_fleet.retire(second, signal.SIGTERM)
         d.end_ms = now_ms()
         d.figures["scaled"] = (f"2nd text worker joined after {joined_s:.1f} s, served {o.scale_hold_s:g} s, "
                                f"left on SIGTERM in {time.monotonic() - left_at:.1f} s (exit {code})")
@@ -261,8 +291,9 @@ class Scenarios:
         d.start_ms = now_ms()
         thread = self._load(prefix, iter([(0.0, "backlog", "high", o.slo_ms)] * n), stop)
         thread.join(30)
-        backlog = {rid for rid in list(self.watch.sent) if rid.startswith(prefix)}  # type: ignore[union-attr]
-        drained = wait_until(lambda: self.watch.answered(backlog) == backlog, n * o.ms_per_item / 1000 * 3 + 60, 0.5)  # type: ignore[union-attr]
+        w = self.live
+        backlog = {rid for rid in list(w.sent) if rid.startswith(prefix)}
+        drained = wait_until(lambda: w.answered(backlog) == backlog, n * o.ms_per_item / 1000 * 3 + 60, 0.5)
         d.end_ms = now_ms()
         exits = self.marks.since(GROUP_EXIT_MARKS)
         d.figures["slow stage"] = (f"{n} high-lane items, the lane full for about {blocked_s:.0f} s "
@@ -290,8 +321,7 @@ class Scenarios:
         time.sleep(o.saturate_s)
         thread.join(o.saturate_tail_s + 30)
         self._settle(prefix)
-        w = self.watch
-        assert w is not None
+        w = self.live
         lows = [rid for rid in list(w.sent) if rid.startswith(prefix) and rid.endswith("-lo") and rid in w.acked_ms]
         lat = {rid: w.arrived_ms[rid] - w.sent[rid].created_ms for rid in lows if rid in w.arrived_ms}
         complete = {rid for rid in lows if rid in w.raw and w.raw[rid][0].complete}
@@ -299,8 +329,8 @@ class Scenarios:
         his = [w.arrived_ms[r] - w.sent[r].created_ms for r in list(w.sent) if r.startswith(prefix) and r.endswith("-hi") and r in w.arrived_ms]
         share = self.settings.batch.config("text").lo_share
         d.figures["low lane"] = (f"{len(within)}/{len(lows)} within the {o.lo_slo_ms / 1000:g} s SLO, complete (P99 "
-                                 f"{fmt_ms(p99(list(lat.values())))}; lo_share {share:g}); high lane {o.hi_rate:g}/s on "
-                                 f"{o.capacity_per_s():g}/s capacity, P99 {fmt_ms(p99(his))}")
+                                 f"{fmt_ms(p99([float(x) for x in lat.values()]))}; lo_share {share:g}); high lane "
+                                 f"{o.hi_rate:g}/s on {o.capacity_per_s():g}/s capacity, P99 {fmt_ms(p99([float(x) for x in his]))}")
         if not lows or len(within) < len(lows):
             d.misses.append(f"low lane within its SLO: {len(within)}/{len(lows)}")
         return d
@@ -312,9 +342,9 @@ class Scenarios:
         from rtaudit.engine.clock import now_ms
         from rtaudit.tools.fleet.broker import is_listening
 
-        assert self.fleet is not None and self.fleet.broker is not None and self.fleet.broker.process is not None
-        w, fleet, port = self.watch, self.fleet, self.settings.embedded_port
-        assert w is not None
+        w, fleet, port = self.live, self.live_fleet, self.settings.embedded_port
+        if fleet.broker is None or fleet.broker.process is None:
+            raise RuntimeError("the broker scenario needs the fleet's own embedded broker")
         restarts = fleet.restarts.get("broker", 0)
         proc = fleet.broker.process
         sig_ms = now_ms()
@@ -340,8 +370,7 @@ class Scenarios:
         and the longest any request sent from the signal to ``until_ms`` waited past the return for its
         acknowledgement (target :data:`RECOVERY_TARGET_S`); requests the old broker acknowledged that have
         no verdict go to ``d.wiped``."""
-        w = self.watch
-        assert w is not None
+        w = self.live
         sent = {rid: s for rid, s in list(w.sent.items()) if rid.startswith(prefix) and sig_ms <= s.created_ms <= until_ms}
         acks, every = dict(w.acked_ms), dict(w.sent)
         # a report served just after the return for a request sent before the exit may be the old broker's
@@ -349,7 +378,8 @@ class Scenarios:
         after = [t for rid, t in acks.items() if rid in every and not old(rid, t)]
         first_s = (min(after) - back_ms) / 1000 if after else None
         waits = [(acks[rid] - max(s.created_ms, back_ms)) / 1000 if rid in acks else None for rid, s in sent.items()]
-        longest = None if None in waits else max(waits, default=0.0)
+        known = [x for x in waits if x is not None]
+        longest = None if len(known) < len(waits) else max(known, default=0.0)
         # acknowledged by the old broker (``old``) and no verdict: the broker forgot it
         wiped = {rid for rid, t in acks.items() if rid.startswith(prefix) and rid not in w.arrived_ms and old(rid, t)}
         d.wiped |= wiped
@@ -373,10 +403,10 @@ class Scenarios:
             time.sleep(o.broker_gap_s)
         stop.set()
         thread.join(10)
-        if err := self.watch.flush(RECOVERY_TARGET_S + 30):  # type: ignore[union-attr]
+        if err := self.live.flush(RECOVERY_TARGET_S + 30):
             self.say(f"  {err}")
             d.figures["client"] = err
-        d.figures["client producer instances recreated"] = str(self.watch.client.producer_recreations)  # type: ignore[union-attr]
+        d.figures["client producer instances recreated"] = str(self.live.client.producer_recreations)
         ends = [sig for _, sig, _, _ in restarts[1:]] + [now_ms()]
         for (sig_name, sig_ms, exit_ms, back_ms), until_ms in zip(restarts, ends):
             self._client_recovery(prefix, sig_name, sig_ms, exit_ms, back_ms, until_ms, d)

@@ -8,9 +8,15 @@ import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rtaudit.tools.chaos.rows import EXIT_LINE
 from rtaudit.tools.chaos.tally import RawVerdict, Sent
+
+if TYPE_CHECKING:
+    from rtaudit.schemas.messages import Priority, Verdict
+    from rtaudit.workers.client import RecordReader
+    from rtaudit.workers.settings import Settings
 
 #: worker log lines that mean a crash or a consumer that left its group (the poll interval exceeded).
 CRASH_MARKS = ("record never tracked", "batch loop failed", "intake thread stopped")
@@ -25,7 +31,7 @@ class Watch:
     replaces them after a broker restart (a restarted memory-only broker starts every topic at offset 0,
     and a reader positioned past that never reads again)."""
 
-    def __init__(self, settings) -> None:  # type: ignore[no-untyped-def]
+    def __init__(self, settings: Settings) -> None:
         from rtaudit.workers.client import AuditClient
 
         self.settings = settings
@@ -39,7 +45,7 @@ class Watch:
         self.client = AuditClient(settings, on_delivered=self._delivered)
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
-        self._readers: list[object] = []
+        self._readers: list[RecordReader[Verdict]] = []
         self.reopen()
 
     # -- sending ---------------------------------------------------------------------
@@ -49,7 +55,7 @@ class Watch:
         with self._lock:
             self.acked_ms.setdefault(rid, now_ms())
 
-    def submit(self, rid: str, kind: str, text: str, priority: str | None, slo_ms: int) -> None:
+    def submit(self, rid: str, kind: str, text: str, priority: Priority | None, slo_ms: int) -> None:
         """Build and send one text request (``kind`` labels it in the tally)."""
         from rtaudit.engine.clock import now_ms
         from rtaudit.schemas.messages import AuditRequest
@@ -57,7 +63,7 @@ class Watch:
 
         created = now_ms()
         req = AuditRequest(request_id=rid, tenant_id=TENANT, created_at_ms=created, slo_ms=slo_ms, text=text,
-                           priority=priority)  # type: ignore[arg-type]
+                           priority=priority)
         with self._lock:
             self.sent[rid] = Sent(rid, kind, created)
         self.client.submit(req)
@@ -87,7 +93,7 @@ class Watch:
         for t in self._threads:
             t.start()
 
-    def _read_raw(self, reader, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    def _read_raw(self, reader: RecordReader[Verdict], stop: threading.Event) -> None:
         while not stop.is_set():
             for v, arrived in reader.stream(timeout_s=0.5):
                 rec = RawVerdict(v.request_id, v.complete, v.decision, tuple(sorted(v.parts.items())), tuple(v.reasons),
@@ -96,7 +102,7 @@ class Watch:
                     self.raw.setdefault(v.request_id, []).append(rec)
                     self.arrived_ms.setdefault(v.request_id, arrived)
 
-    def _read_client(self, reader, stop: threading.Event) -> None:  # type: ignore[no-untyped-def]
+    def _read_client(self, reader: RecordReader[Verdict], stop: threading.Event) -> None:
         base = self.client_dropped
         while not stop.is_set():
             for v, _ in reader.stream(timeout_s=0.5):
@@ -110,7 +116,7 @@ class Watch:
         for t in self._threads:
             t.join(10)
         for r in self._readers:
-            r.close()  # type: ignore[attr-defined]
+            r.close()
         self._threads, self._readers = [], []
 
     def answered(self, rids: set[str]) -> set[str]:
