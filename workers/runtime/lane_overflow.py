@@ -1,6 +1,8 @@
 """Records held beside a modality worker's batcher, and the record type of the intake.
 
 * :class:`Work` — a consumed record and its decoded task;
+* :class:`HeldRecords` — what both holders share: records held in arrival order, moved into the
+  batcher as their lane makes room, dropped when their partition is revoked;
 * :class:`LowLaneOverflow` — low-lane records waiting while the batcher's low lane is full (the
   low lane's partitions are paused from :data:`LO_OVERFLOW_PAUSE` held on);
 * :class:`HighLaneHold` — high-lane records waiting while the batcher's high lane is full, so that
@@ -96,103 +98,12 @@ async def put_work(batcher: Batcher[Work], work: Work, lane: LaneName) -> None:
     await batcher.put(work, lane, task.deadline_ms, tenant=task.tenant_id, cost=task_cost(task))
 
 
-class LowLaneOverflow:
-    """Where a decoded record waits when the batcher's low lane is full (event loop side).
+class HeldRecords:
+    """Decoded records of one lane (:attr:`lane`) held in arrival order beside the batcher and moved
+    into it as the lane makes room (event loop side). The subclasses decide when a record is held
+    and report the held count to the :class:`LaneControl` (:meth:`_report`)."""
 
-    A high-lane record waits for room in its lane (back-pressure). A low-lane record that
-    finds its lane full, or older low-lane records already held, is held here in arrival
-    order and moved into the batcher as the lane makes room; from ``LO_OVERFLOW_PAUSE`` held
-    (or ``LO_OVERFLOW_PAUSE_BYTES``) the :class:`LaneControl` pauses the low lane's partitions
-    (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
-    record by record, so a full low lane held every high-lane record behind it (bench
-    --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
-    ``max_held`` records or ``max_held_bytes`` (record values), :meth:`settle` waits for the
-    backlog to shrink (the intake stops).
-    """
-
-    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX,
-                 max_held_bytes: int = LO_OVERFLOW_MAX_BYTES) -> None:
-        self.batcher, self.control, self.max_held, self.max_held_bytes = batcher, control, max_held, max_held_bytes
-        self.held: deque[Work] = deque()
-        #: bytes of the held records' values.
-        self.held_bytes = 0
-        self._drain: asyncio.Future[None] | None = None
-        #: the held record :meth:`_drain_held` is putting in the batcher (it gets there, revoked or not).
-        self._putting: Work | None = None
-        self._below_max = asyncio.Event()
-
-    def __len__(self) -> int:
-        return len(self.held)
-
-    async def put(self, work: Work) -> None:
-        """Queue a decoded record on its lane: the batcher, or held (see the class docstring)."""
-        lane = work.lane
-        if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
-            self.held.append(work)
-            self.held_bytes += work.nbytes
-            return
-        await put_work(self.batcher, work, lane)
-
-    async def settle(self) -> None:
-        """After a consumed batch: start moving held records, report the count to the lane
-        control, and wait while more than ``max_held`` are held."""
-        self._report()
-        if self.held and (self._drain is None or self._drain.done()):
-            self._drain = asyncio.ensure_future(self._drain_held())
-        while self._over_max():  # until back under the bound, not until drained
-            self._below_max.clear()
-            await self._below_max.wait()
-
-    def _over_max(self) -> bool:
-        return len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes
-
-    def forget(self, partitions: set[TP]) -> list[Work]:
-        """Partitions revoked: their held records are another member's now. Returns them (dropped)."""
-        dropped = [w for w in self.held if w.tp in partitions and w is not self._putting]  # that one enters the batcher
-        self.held = deque(w for w in self.held if w.tp not in partitions)
-        self.held_bytes = sum(w.nbytes for w in self.held)
-        self._report()
-        if not self._over_max():
-            self._below_max.set()
-        return dropped
-
-    def cancel(self) -> None:
-        if self._drain is not None:
-            self._drain.cancel()
-
-    async def _drain_held(self) -> None:
-        while self.held:
-            work = self.held[0]
-            self._putting = work
-            try:
-                await put_work(self.batcher, work, "lo")
-            finally:
-                self._putting = None
-            if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
-                self.held.popleft()
-                self.held_bytes -= work.nbytes
-            self._report()
-            if not self._over_max():
-                self._below_max.set()
-
-    def _report(self) -> None:
-        if self.control is not None:
-            self.control.lo_overflow = len(self.held)
-            self.control.lo_overflow_bytes = self.held_bytes
-
-
-class HighLaneHold:
-    """Where a decoded high-lane record waits when the batcher's high lane is full (event loop side).
-
-    Before, the intake awaited room for it, so every low-lane record consumed after it waited too
-    and the intake stopped fetching: with the high lane saturated, the low lane got no record into
-    the batcher and its share (``lo_share``) was never served (issue 34: 5 low-lane texts with a
-    10 s SLO all expired behind 900 high-lane ones). Now the record is held here, in arrival
-    order, and moved into the batcher as the lane makes room; while any is held the
-    :class:`rtaudit.workers.runtime.lane_intake.LaneControl` pauses the high lane's partitions
-    (``want_hi_paused``), so at most one consumed batch of high-lane records is held, and the
-    low lane keeps being fetched. Held records count as the high lane's lag.
-    """
+    lane: LaneName
 
     def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None) -> None:
         self.batcher, self.control = batcher, control
@@ -206,21 +117,17 @@ class HighLaneHold:
     def __len__(self) -> int:
         return len(self.held)
 
-    async def put(self, work: Work) -> None:
-        """Queue a decoded high-lane record: into the batcher when its lane has room and nothing
-        is held (no wait), else held (see the class docstring). Never waits for room."""
-        if self.held or self.batcher.queued("hi") >= self.batcher.config.queue_limit:
-            self.held.append(work)
-            self.held_bytes += work.nbytes
-            self._report()
-            if self._drain is None or self._drain.done():
-                self._drain = asyncio.ensure_future(self._drain_held())
-            return
-        await put_work(self.batcher, work, "hi")
+    def _hold(self, work: Work) -> None:
+        self.held.append(work)
+        self.held_bytes += work.nbytes
+
+    def _start_drain(self) -> None:
+        if self.held and (self._drain is None or self._drain.done()):
+            self._drain = asyncio.ensure_future(self._drain_held())
 
     def forget(self, partitions: set[TP]) -> list[Work]:
         """Partitions revoked: their held records are another member's now. Returns them (dropped)."""
-        dropped = [w for w in self.held if w.tp in partitions and w is not self._putting]
+        dropped = [w for w in self.held if w.tp in partitions and w is not self._putting]  # that one enters the batcher
         self.held = deque(w for w in self.held if w.tp not in partitions)
         self.held_bytes = sum(w.nbytes for w in self.held)
         self._report()
@@ -235,13 +142,92 @@ class HighLaneHold:
             work = self.held[0]
             self._putting = work
             try:
-                await put_work(self.batcher, work, "hi")
+                await put_work(self.batcher, work, self.lane)
             finally:
                 self._putting = None
             if self.held and self.held[0] is work:  # else its partition was revoked meanwhile
                 self.held.popleft()
                 self.held_bytes -= work.nbytes
             self._report()
+
+    def _report(self) -> None:
+        raise NotImplementedError
+
+
+class LowLaneOverflow(HeldRecords):
+    """Where a decoded record waits when the batcher's low lane is full (event loop side).
+
+    A high-lane record waits for room in its lane (back-pressure). A low-lane record that
+    finds its lane full, or older low-lane records already held, is held here in arrival
+    order and moved into the batcher as the lane makes room; from ``LO_OVERFLOW_PAUSE`` held
+    (or ``LO_OVERFLOW_PAUSE_BYTES``) the :class:`LaneControl` pauses the low lane's partitions
+    (until ``LO_OVERFLOW_RESUME``). Before, the intake awaited room
+    record by record, so a full low lane held every high-lane record behind it (bench
+    --isolation, ``lower_lane``: a quiet tenant's P99 ×100 beside a flooding one). Past
+    ``max_held`` records or ``max_held_bytes`` (record values), :meth:`settle` waits for the
+    backlog to shrink (the intake stops).
+    """
+
+    lane: LaneName = "lo"
+
+    def __init__(self, batcher: Batcher[Any], control: LaneControl | None = None, max_held: int = LO_OVERFLOW_MAX,
+                 max_held_bytes: int = LO_OVERFLOW_MAX_BYTES) -> None:
+        super().__init__(batcher, control)
+        self.max_held, self.max_held_bytes = max_held, max_held_bytes
+        self._below_max = asyncio.Event()
+
+    async def put(self, work: Work) -> None:
+        """Queue a decoded record on its lane: the batcher, or held (see the class docstring)."""
+        lane = work.lane
+        if lane == "lo" and (self.held or self.batcher.queued("lo") >= self.batcher.config.queue_limit):
+            self._hold(work)
+            return
+        await put_work(self.batcher, work, lane)
+
+    async def settle(self) -> None:
+        """After a consumed batch: start moving held records, report the count to the lane
+        control, and wait while more than ``max_held`` are held."""
+        self._report()
+        self._start_drain()
+        while self._over_max():  # until back under the bound, not until drained
+            self._below_max.clear()
+            await self._below_max.wait()
+
+    def _over_max(self) -> bool:
+        return len(self.held) > self.max_held or self.held_bytes > self.max_held_bytes
+
+    def _report(self) -> None:
+        if self.control is not None:
+            self.control.lo_overflow = len(self.held)
+            self.control.lo_overflow_bytes = self.held_bytes
+        if not self._over_max():
+            self._below_max.set()
+
+
+class HighLaneHold(HeldRecords):
+    """Where a decoded high-lane record waits when the batcher's high lane is full (event loop side).
+
+    Before, the intake awaited room for it, so every low-lane record consumed after it waited too
+    and the intake stopped fetching: with the high lane saturated, the low lane got no record into
+    the batcher and its share (``lo_share``) was never served (issue 34: 5 low-lane texts with a
+    10 s SLO all expired behind 900 high-lane ones). Now the record is held here, in arrival
+    order, and moved into the batcher as the lane makes room; while any is held the
+    :class:`rtaudit.workers.runtime.lane_intake.LaneControl` pauses the high lane's partitions
+    (``want_hi_paused``), so at most one consumed batch of high-lane records is held, and the
+    low lane keeps being fetched. Held records count as the high lane's lag.
+    """
+
+    lane: LaneName = "hi"
+
+    async def put(self, work: Work) -> None:
+        """Queue a decoded high-lane record: into the batcher when its lane has room and nothing
+        is held (no wait), else held (see the class docstring). Never waits for room."""
+        if self.held or self.batcher.queued("hi") >= self.batcher.config.queue_limit:
+            self._hold(work)
+            self._report()
+            self._start_drain()
+            return
+        await put_work(self.batcher, work, "hi")
 
     def _report(self) -> None:
         if self.control is not None:
