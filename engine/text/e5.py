@@ -406,10 +406,4 @@ class E5Encoder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         ids = self.tokenizer.encode(texts)
-        if self.memo is None:
-            return self._run(ids)
-        keys = [EmbeddingCache.key(i) for i in ids]
-        missing = list({k: i for k, i in zip(keys, ids) if k not in self.memo.table}.items())
-        if missing:
-            self.memo.table.update(zip([k for k, _ in missing], self._run([i for _, i in missing])))
-        return np.stack([self.memo.table[k] for k in keys])
+        return self._run(ids) if self.memo is None else self.memo.embed(ids, self._run)

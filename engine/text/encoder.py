@@ -34,7 +34,7 @@ import os
 import re
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
@@ -512,13 +512,7 @@ class MiniLMEncoder:
         if not texts:
             return np.zeros((0, DIM), dtype=np.float32)
         ids = self.tokenize(texts)
-        if self.memo is None:
-            return self._run(ids)
-        keys = [EmbeddingCache.key(i) for i in ids]
-        missing = list({k: i for k, i in zip(keys, ids) if k not in self.memo.table}.items())
-        if missing:
-            self.memo.table.update(zip([k for k, _ in missing], self._run([i for _, i in missing])))
-        return np.stack([self.memo.table[k] for k in keys])
+        return self._run(ids) if self.memo is None else self.memo.embed(ids, self._run)
 
 
 class EmbeddingCache:
@@ -538,6 +532,15 @@ class EmbeddingCache:
     @staticmethod
     def key(ids: list[int]) -> str:
         return hashlib.sha1(np.asarray(ids, dtype=np.int32).tobytes()).hexdigest()
+
+    def embed(self, ids: list[list[int]], run: Callable[[list[list[int]]], np.ndarray]) -> np.ndarray:
+        """Embeddings ``float32[len(ids), D]`` of the word-piece id lists ``ids``: from the table, and from
+        ``run`` (the encoder, called once on the lists the table lacks, each once), whose rows are kept."""
+        keys = [self.key(i) for i in ids]
+        missing = list({k: i for k, i in zip(keys, ids) if k not in self.table}.items())
+        if missing:
+            self.table.update(zip([k for k, _ in missing], run([i for _, i in missing])))
+        return np.stack([self.table[k] for k in keys])
 
     def save(self) -> None:
         keys = list(self.table)
