@@ -166,10 +166,12 @@ def test_the_video_worker_killed_mid_split_loses_nothing_and_repeats_nothing(spl
         killed_at_ms = now_ms()
         split_before_kill = {s.partial.request_id for s in watch.video_partials()}
         wait_for(lambda: fleet.restarts.get("video") == 1, 30, "the supervisor to restart the video worker")
+        restart_s = (now_ms() - killed_at_ms) / 1000
         (successor,) = fleet.processes["video"]
         assert successor.pid != victim.pid
         print(f"video worker (pid {victim.pid}) SIGKILLed {time.monotonic() - started:.1f} s into the test, "
-              f"{len(split_before_kill)} of {len(requests)} videos split by then; restarted as pid {successor.pid}")
+              f"{len(split_before_kill)} of {len(requests)} videos split by then; restarted as pid {successor.pid} "
+              f"after {restart_s:.2f} s")
 
         deadline = time.monotonic() + 300
         while set(got := raw_verdicts(settings, run)) != set(requests) and time.monotonic() < deadline:
@@ -215,4 +217,5 @@ def test_the_video_worker_killed_mid_split_loses_nothing_and_repeats_nothing(spl
             assert v.decision == "allow", (name, v.decision, v.categories, v.reasons)
     print(f"{len(requests)} verdicts, one each; {len(in_flight)} split before the kill and decided after it; "
           f"{len(split_after)} split by the restarted worker only; split twice (replayed): {resplit}; "
+          f"last verdict {(max(v.decided_at_ms for [v] in got.values()) - killed_at_ms) / 1000:.1f} s after the kill; "
           f"{time.monotonic() - started:.1f} s")
