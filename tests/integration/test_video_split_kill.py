@@ -104,6 +104,7 @@ class ScoresWatch:
     def __init__(self, settings: Settings, prefix: str) -> None:
         self.prefix, self.lock, self.stop = prefix, threading.Lock(), threading.Event()
         self.seen: list[Seen] = []
+        self.error: BaseException | None = None
         self.consumer = Consumer(consumer_config(settings, f"watch-{uuid.uuid4().hex[:8]}"))
         parts = self.consumer.list_topics(SCORES, timeout=10).topics[SCORES].partitions
         self.consumer.assign([TopicPartition(SCORES, p, 0) for p in parts])
@@ -111,6 +112,12 @@ class ScoresWatch:
         self.thread.start()
 
     def _run(self) -> None:
+        try:
+            self._follow()
+        except BaseException as exc:  # surfaced by video_partials, not lost with the thread
+            self.error = exc
+
+    def _follow(self) -> None:
         while not self.stop.is_set():
             m = self.consumer.poll(0.05)
             if m is None or (m.error() is not None and m.error().code() == KafkaError._PARTITION_EOF):
@@ -124,6 +131,8 @@ class ScoresWatch:
                     self.seen.append(Seen(m.timestamp()[1], record))
 
     def video_partials(self) -> list[Seen]:
+        if self.error is not None:
+            raise AssertionError(f"the audit.scores watch failed: {self.error!r}") from self.error
         with self.lock:
             return [s for s in self.seen if s.partial.stage == "video"]
 
