@@ -56,6 +56,13 @@ log = logging.getLogger(__name__)
 SUPERVISE_INTERVAL_S = 0.25
 
 
+
+def role_module(role: str) -> str:
+    """The Faust app module a role's worker runs: ``rtaudit.workers.<role>`` for the fleet's roles; a dotted
+    role names a harness's own worker under ``rtaudit.tools`` (``bench.isolation``: the isolation bench's
+    cost-stage text worker, ``faust -A rtaudit.tools.bench.isolation worker``)."""
+    return f"rtaudit.tools.{role}" if "." in role else f"rtaudit.workers.{role}"
+
 class FleetNotReady(RuntimeError):
     """The probe verdict did not arrive in time; the message names the workers that exited."""
 
@@ -217,7 +224,7 @@ class Fleet:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_dir / f"{role}-{index}.log", "ab") as logf:  # a restart appends, never truncates
             return subprocess.Popen(
-                [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"],
+                [faust_executable(), "-A", role_module(role), "worker", "-l", "info", "--without-web"],
                 env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
 
