@@ -67,7 +67,7 @@ class MultilingualStage:
         return cls(encoder, heads)
 
     def romanized(self, texts: list[str]) -> list[str | None]:
-        """Per normalized text, the romanized language it is written in (``"hi_latn"``, ``"ru_latn"``) or ``None``."""
+        """Per normalized text, the romanized language it is written in (``"hi_latn"``, ``"ru_latn"``, ``"ar_latn"``) or ``None``."""
         router = self.heads.router
         return router.detect(texts) if router is not None else [None] * len(texts)
 

@@ -2,7 +2,7 @@
 
 One character n-gram model per romanized language (:data:`rtaudit.engine.text.romanized.ROMANIZED`), one
 against the rest: that language's train rows (abusive and not) against English posts (OLID and Davidson
-train, from the labelled English data, ``--english-data``), the other romanized language, and the
+train, from the labelled English data, ``--english-data``), the other romanized languages, and the
 Latin-script languages' rows (es, fr, de, pt, it; at most :data:`PER_SOURCE` per language). 1-4-grams
 hashed to 2^17, TF-IDF, logistic regression (scikit-learn, balanced classes). Threshold: the lowest that sends
 at most :data:`~rtaudit.engine.text.romanized.ROUTE_EN_MAX` of the English dev posts and of each Latin-script
@@ -42,8 +42,10 @@ def _english(english_root: Path, split: str) -> list[str]:
     return [t for t in out if t]
 
 
-def fit_routers(root: Path, english_root: Path) -> dict[str, tuple[CharNgramModel, dict]]:
-    """``{lang: (router model, report)}`` for each romanized language.
+def fit_routers(root: Path, english_root: Path,
+                languages: tuple[str, ...] = R.ROMANIZED) -> dict[str, tuple[CharNgramModel, dict]]:
+    """``{lang: (router model, report)}`` for each romanized language of ``languages`` (the negatives hold every
+    romanized language's rows all the same, so one new language can be fitted without refitting the others).
 
     Raises:
         FileNotFoundError: a source file is missing (romanized, Latin-script or English data).
@@ -63,7 +65,7 @@ def fit_routers(root: Path, english_root: Path) -> dict[str, tuple[CharNgramMode
     other_train = en_train + [t for rs in latin.values() for t in texts(rs, "train")]
     other_dev = en_dev + [t for rs in latin.values() for t in texts(rs, "dev")]
     out = {}
-    for lang in R.ROMANIZED:
+    for lang in languages:
         rest = [x for x in R.ROMANIZED if x != lang]
         pos_tr, pos_dv = texts(rows[lang], "train"), texts(rows[lang], "dev")
         neg_tr = other_train + [t for x in rest for t in texts(rows[x], "train")]
@@ -84,21 +86,21 @@ def fit_routers(root: Path, english_root: Path) -> dict[str, tuple[CharNgramMode
         report = {"threshold": round(t, 4), "dev_routed": round(recall, 4), "dev_english_routed": round(float((p_en >= t).mean()), 4),
                   "dev_other_routed": round(float((p_neg >= t).mean()), 4), "train_rows": len(train),
                   "features": f"char {NGRAMS[0]}-{NGRAMS[1]}-grams hashed to {N_FEATURES}",
-                  "negatives": "OLID + Davidson (English), es fr de pt it rows, the other romanized language"}
+                  "negatives": "OLID + Davidson (English), es fr de pt it rows, the other romanized languages"}
         log.info("router %s: %s", lang, report)
         out[lang] = (model, report)
     return out
 
 
-def train_routers(root: Path, english_root: Path, out: Path) -> dict:
-    """Fit the routers (:func:`fit_routers`), write ``<out>/route_<lang>.npz`` and add them to ``<out>/manifest.json``
-    (which :func:`rtaudit.modelbuild.text.e5_train.train_all` wrote). Returns the manifest."""
+def train_routers(root: Path, english_root: Path, out: Path, languages: tuple[str, ...] = R.ROMANIZED) -> dict:
+    """Fit the routers of ``languages`` (:func:`fit_routers`), write ``<out>/route_<lang>.npz`` and add them to
+    ``<out>/manifest.json`` (which :func:`rtaudit.modelbuild.text.e5_train.train_all` wrote). Returns the manifest."""
     import json
 
     from rtaudit.engine.hashing import sha256_file
 
     manifest = json.loads((out / "manifest.json").read_text())
-    for lang, (model, report) in fit_routers(root, english_root).items():
+    for lang, (model, report) in fit_routers(root, english_root, languages).items():
         path = out / R.router_file(lang)
         model.save(path)
         manifest["artifacts"][R.router_file(lang)] = {

@@ -87,5 +87,36 @@ def test_latin_share_counts_letters_only() -> None:
 
 
 def test_romanized_load_refuses_an_unknown_language(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match="hi_latn"):
+    with pytest.raises(ValueError, match="ar_latn"):
+        romanized.load(tmp_path, "fa_latn")
+
+
+def _arabizi(tmp_path, text: str):  # type: ignore[no-untyped-def]
+    d = tmp_path / "arabizi_off"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "Arabizi-Off_Lang_Dataset.csv").write_text(text, encoding="utf-8")
+
+
+def test_arabizi_rows_keep_their_label_and_drop_unknown_labels_and_arabic_script(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _arabizi(tmp_path, "Text,Generic Class,Original class,Source,Dialect\n"
+             "ya hmar nta wa7ed kelb,offensive,Abusive,(test),DZ\n"
+             "sa7a ftourkom rabi y5alikom,non-offensive,None,(test),DZ\n"
+             "sa7a ftourkom rabi y5alikom,non-offensive,None,(test),DZ\n"  # duplicate: kept once
+             "kifak ya 5ayye,maybe,None,(test),LB\n"  # unknown label: dropped
+             "يا حمار,offensive,Abusive,(test),DZ\n"  # Arabic script: not romanized, dropped
+             ",offensive,Abusive,(test),DZ\n")  # empty: dropped
+    rows = romanized.load(tmp_path, "ar_latn")
+    assert [(r.source, r.language, r.label) for r in rows] == [("arabizi_off", "ar_latn", 1), ("arabizi_off", "ar_latn", 0)]
+    assert all(r.split in ("train", "dev", "test") for r in rows)
+    # the same text, the same split (the rule every language shares: a hash of source and text)
+    assert [r.split for r in rows] == [r.split for r in romanized.load(tmp_path, "ar_latn")]
+    assert romanized.missing(tmp_path, "ar_latn") == [] and romanized.missing(tmp_path, "hi_latn")
+
+
+def test_arabizi_loader_refuses_a_file_without_its_columns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _arabizi(tmp_path, "text,label\nya hmar,1\n")
+    with pytest.raises(ValueError, match="Generic Class"):
+        romanized.load(tmp_path, "ar_latn")
+    (tmp_path / "arabizi_off" / "Arabizi-Off_Lang_Dataset.csv").unlink()
+    with pytest.raises(FileNotFoundError):
         romanized.load(tmp_path, "ar_latn")
