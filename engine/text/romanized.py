@@ -37,6 +37,12 @@ def router_file(lang: str) -> str:
     return f"route_{lang}.npz"
 
 
+def ngram_file(lang: str) -> str:
+    """The character n-gram abuse model of a romanized language whose e5 head is weak (Arabizi): its score is max'ed
+    with the head's (:class:`rtaudit.engine.text.e5_stage.MultilingualStage`)."""
+    return f"ngram_{lang}.npz"
+
+
 class RomanizedRouter:
     """The romanized-script detectors of an e5 heads directory: :meth:`detect` gives, per text, the romanized
     language whose detector scores it at least 0.5 (the highest one if several do), else ``None``."""

@@ -7,6 +7,9 @@ Latin-script languages' rows (es, fr, de, pt, it; at most :data:`PER_SOURCE` per
 hashed to 2^17, TF-IDF, logistic regression (scikit-learn, balanced classes). Threshold: the lowest that sends
 at most :data:`~rtaudit.engine.text.romanized.ROUTE_EN_MAX` of the English dev posts and of each Latin-script
 language's dev rows (the union's rate) to the romanized route; it becomes the model's ``shift``.
+
+Also the character n-gram abuse models of :data:`NGRAM_HEADS` (Arabizi: e5 reads it poorly), whose score the e5 stage
+max's with the romanized head's (:func:`fit_ngram_head`, :func:`train_ngram_heads`).
 """
 
 from __future__ import annotations
@@ -108,5 +111,66 @@ def train_routers(root: Path, english_root: Path, out: Path, languages: tuple[st
             "model": "char n-gram TF-IDF (hashed) + logistic regression: romanized-script detector", "report": report}
     manifest["datasets"].update({s.name: {"repo": f"https://github.com/{s.repo}", "commit": s.commit, "licence": s.licence}
                                  for s in RD.SOURCES})
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+    return manifest
+
+
+#: romanized languages whose abuse score also comes from a character n-gram model (``ngram_<lang>.npz``), max'ed with
+#: the e5 head's: Arabizi, where e5 reads the script poorly (dev AUC 0.69 against the n-gram model's 0.84).
+NGRAM_HEADS = ("ar_latn",)
+
+
+def fit_ngram_head(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
+    """A character n-gram abuse model of a romanized language (:data:`NGRAM_HEADS`): every train row of ``lang``
+    (1-4-grams hashed to :data:`N_FEATURES`, TF-IDF, logistic regression, balanced classes), threshold the lowest
+    flagging at most :data:`~rtaudit.modelbuild.text.e5_train.NEG_FP_MAX` of the dev non-abusive rows.
+
+    Raises:
+        FileNotFoundError: a source file of ``lang`` is missing.
+    """
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+
+    from rtaudit.modelbuild.text.e5_train import NEG_FP_MAX, threshold_at_fp
+
+    rows = RD.load(root, lang)
+    train = [r for r in rows if r.split == "train"]
+    dev = [r for r in rows if r.split == "dev"]
+    y, y_dev = np.array([r.label for r in train]), np.array([r.label for r in dev])
+    counts = char_vectorizer(N_FEATURES, NGRAMS).transform([r.text for r in train])
+    idf = smooth_idf(counts).astype(np.float16).astype(np.float32)
+    base = CharNgramModel(idf, np.zeros(N_FEATURES, np.float32), 0.0, 0.0, NGRAMS)
+    lr = LogisticRegression(C=4.0, max_iter=3000, solver="liblinear", class_weight="balanced").fit(
+        base.transform([r.text for r in train]), y)
+    p_dev = lr.predict_proba(base.transform([r.text for r in dev]))[:, 1]
+    t = threshold_at_fp(p_dev[y_dev == 0], NEG_FP_MAX)
+    model = CharNgramModel(idf, lr.coef_[0].astype(np.float32), float(lr.intercept_[0]),
+                           float(lexical_logit(np.array([t]))[0]), NGRAMS)
+    flagged = model.predict([r.text for r in dev]) >= 0.5
+    report = {"C": 4.0, "dev_auc": round(float(roc_auc_score(y_dev, p_dev)), 4), "threshold": round(t, 4),
+              "dev_recall": round(float(flagged[y_dev == 1].mean()), 4), "dev_ordinary_fp": None,
+              "dev_neg_fp": round(float(flagged[y_dev == 0].mean()), 4), "train_rows": len(train), "dev_rows": len(dev),
+              "features": f"char {NGRAMS[0]}-{NGRAMS[1]}-grams hashed to {N_FEATURES}",
+              "threshold_rule": f"lowest with dev abuse-set non-abusive FP <= {NEG_FP_MAX} (no ordinary sentences)"}
+    log.info("n-gram head %s: %s", lang, report)
+    return model, report
+
+
+def train_ngram_heads(root: Path, out: Path, languages: tuple[str, ...] = NGRAM_HEADS) -> dict:
+    """Fit the n-gram abuse models of ``languages`` (:func:`fit_ngram_head`), write ``<out>/ngram_<lang>.npz`` and add
+    them to ``<out>/manifest.json``. Returns the manifest."""
+    import json
+
+    from rtaudit.engine.hashing import sha256_file
+
+    manifest = json.loads((out / "manifest.json").read_text())
+    for lang in languages:
+        model, report = fit_ngram_head(root, lang)
+        path = out / R.ngram_file(lang)
+        model.save(path)
+        manifest["artifacts"][R.ngram_file(lang)] = {
+            "sha256": sha256_file(path), "bytes": path.stat().st_size, "language": lang,
+            "model": "char n-gram TF-IDF (hashed) + logistic regression, offensive (max'ed with the e5 head)",
+            "report": report}
     (out / "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
     return manifest

@@ -59,6 +59,26 @@ def test_heads_load_verified_and_fall_back_to_the_any_head(tmp_path) -> None:  #
     assert heads.router is not None and heads.router.detect(["hello"]) == [None]
 
 
+def test_a_listed_ngram_model_of_a_romanized_language_is_loaded_and_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rtaudit.engine.text.heads import CharNgramModel
+    from rtaudit.engine.text.romanized import ngram_file
+
+    d = _bundle(tmp_path)
+    model = CharNgramModel(np.ones(2**10, np.float32), np.zeros(2**10, np.float32), 0.0, 0.0, (1, 4))
+    model.save(d / ngram_file("ar_latn"))
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["artifacts"][ngram_file("ar_latn")] = {"sha256": sha256_file(d / ngram_file("ar_latn"))}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    heads = E5Heads.load(tmp_path)
+    assert heads is not None and set(heads.ngram) == {"ar_latn"}
+    np.testing.assert_allclose(heads.ngram["ar_latn"].predict(["ya hmar"]), [0.5])
+    assert E5Heads(heads.heads, "v", "e").ngram == {}  # none by default (bundles before it)
+    with open(d / ngram_file("ar_latn"), "ab") as f:
+        f.write(b"tampered")
+    with pytest.raises(ArtifactError):
+        E5Heads.load(tmp_path)
+
+
 def test_a_tampered_head_is_refused_and_a_bundle_without_heads_loads_none(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert E5Heads.load(tmp_path) is None
     d = _bundle(tmp_path)

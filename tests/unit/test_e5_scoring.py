@@ -105,8 +105,9 @@ ARABIZI = [("ya 9lil l7ya, rou7 t9awed", "kifak ya 5ayye, chou 3am ta3mel lyom?"
 
 def test_arabizi_is_routed_to_its_head_and_an_insult_scores_higher_than_before() -> None:
     """Before the ar_latn router, an Arabizi insult stayed on the English model (0.03 and 0.17); the router sends it
-    to the ar_latn head, max'ed with its English scores. The head is weak (held-out figures: docs/text-moderation.md):
-    everyday Arabizi is lifted too, so only the direction is asserted here, not the operating point."""
+    to the ar_latn head and its character n-gram model (the larger wins), max'ed with its English scores (2026-12-05:
+    0.50 and 0.80). Recall is still low (held-out 0.41, docs/text-moderation.md) and everyday Arabizi is lifted too
+    ("mabrouk 3lik l5edma jdida ya sa7bi" 0.20 → 0.46)."""
     from rtaudit.engine.text.scoring import TextScorer
 
     scorer = TextScorer(prefer_gpu=False, intra_op_threads=1)
@@ -120,6 +121,7 @@ def test_arabizi_is_routed_to_its_head_and_an_insult_scores_higher_than_before()
     scorer.semantic = None
     before = [r.scores["offensive"] for r in scorer.score(texts, evidence=False)]
     assert all(a > b for a, b in zip(after[0::2], before[0::2])), (before, after)
+    assert after[2] >= 0.5 and max(after[1::2]) < 0.5, after
     head = sem.score([view(a) for a, _ in ARABIZI[:1]] + [view(b) for _, b in ARABIZI[:1]], ["ar_latn"] * 2)
     assert head[0] > head[1], head
 
