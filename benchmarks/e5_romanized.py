@@ -1,12 +1,14 @@
-"""Romanized Hindi (Hinglish) and Russian in Latin letters through the whole text scorer, without and with the e5 stage.
+"""Romanized Hindi (Hinglish), Russian and Arabic (Arabizi) in Latin letters through the whole text scorer, without and with the e5 stage.
 
-Usage: ``python benchmarks/e5_romanized.py [--data DIR]``
+Usage: ``python benchmarks/e5_romanized.py [--data DIR] [--english-data DIR]``
 
 Held-out test rows of the seeded sample of :func:`rtaudit.modelbuild.text.e5_train.sample` (their embeddings are cached
 by ``rtaudit text train-e5``), scored by one :class:`~rtaudit.engine.text.scoring.TextScorer` with its ``semantic``
 stage off ("before": the English model and the lexical score) and on ("after"); flagged = any category ≥ 0.5.
 Prints a markdown table: recall on abusive rows, FP on the sets' non-abusive rows and on ordinary sentences, and
-the share the romanized router sends to its head.
+the share the romanized router sends to its head. Then English leakage: per romanized router, the share of the
+English dev posts (OLID + Davidson, ``--english-data``) and of the English benign list it takes, and the benign
+list flagged by the scorer with every router and with all but that one.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import logging
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +25,7 @@ import numpy as np
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--english-data", type=Path, default=None, help="root of the labelled English data (text/olid, text/davidson)")
     args = ap.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
 
@@ -65,7 +69,38 @@ def main(argv: list[str] | None = None) -> int:
         print(f"| {lang} | {(kinds == 'pos').sum()} | {(kinds == 'neg').sum()} | {(kinds == 'ordinary').sum()} "
               f"| {cell('pos')} | {cell('neg')} | {cell('ordinary')} | {routed:.1%} |")
     memo.save()
+    english(scorer, args.english_data)
     return 0
+
+
+def english(scorer: Any, english_root: Path | None) -> None:
+    """The English leakage table (see the module's docstring)."""
+    from rtaudit.cli.text import DEFAULT_DATA
+    from rtaudit.engine.text.multilingual import model_text
+    from rtaudit.engine.text.normalize import normalize
+    from rtaudit.modelbuild.text.benign import BENIGN_TEXTS
+    from rtaudit.modelbuild.text.romanized_train import _english
+
+    sem = scorer.semantic
+    router = sem.heads.router
+    dev = _english(english_root or DEFAULT_DATA, "dev")
+    benign = list(BENIGN_TEXTS)
+    res = scorer.score(benign, evidence=False)
+    with_all = int(sum(max(o.scores.values()) >= 0.5 for o in res))
+    # the routers read only what the scorer keeps on the English route (the list also holds other languages)
+    views = [model_text(normalize(t).text) for t, o in zip(benign, res) if o.language == "en"]
+    print()
+    print(f"| romanized router | English dev posts routed (of {len(dev)}) | English-route benign sentences routed "
+          f"(of {len(views)}) | benign list flagged (of {len(benign)}): without this router → with every router |")
+    print("|---|---|---|---|")
+    models = dict(router.models)
+    for lang, model in models.items():
+        router.models = {k: m for k, m in models.items() if k != lang}
+        without = int(sum(max(o.scores.values()) >= 0.5 for o in scorer.score(benign, evidence=False)))
+        router.models = models
+        dev_routed = float((model.predict(dev) >= 0.5).mean())
+        benign_routed = int((model.predict(views) >= 0.5).sum())
+        print(f"| {lang} | {dev_routed:.2%} | {benign_routed} | {without} → {with_all} |")
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ def text_train_e5(
         Console(stderr=True).print(f"no multilingual encoder: {e}", markup=False)
         raise typer.Exit(2) from None
     from rtaudit.modelbuild.text import romanized_data as romanized
-    from rtaudit.modelbuild.text.romanized_train import train_routers
+    from rtaudit.modelbuild.text.romanized_train import train_ngram_heads, train_routers
 
     out = out or artifacts_dir()
     e5_train.train_all(root, out, encoder)
@@ -51,11 +51,12 @@ def text_train_e5(
         manifest = json.loads((out / "manifest.json").read_text())
     else:
         e5_train.train_all(root, out, encoder, languages=romanized.ROMANIZED, fit_any=False)
-        manifest = train_routers(root, english_data, out)
+        train_routers(root, english_data, out)
+        manifest = train_ngram_heads(root, out)
     table = Table("head", "sha256", "C", "dev AUC", "threshold", "dev R", "dev ordinary FP", "dev abuse-set neg FP")
     for name, a in manifest["artifacts"].items():
         r = a["report"]
-        if name.startswith("route_"):
+        if name.startswith(("route_", "ngram_")):
             continue
         table.add_row(a["language"], a["sha256"][:16], str(r["C"]), f"{r['dev_auc']:.3f}", f"{r['threshold']:.3f}",
                       f"{r['dev_recall']:.3f}", "-" if r["dev_ordinary_fp"] is None else f"{r['dev_ordinary_fp']:.1%}",

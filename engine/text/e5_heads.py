@@ -13,7 +13,7 @@ dev report, checked on load.
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -22,6 +22,7 @@ import numpy as np
 from rtaudit.engine.text.heads import ARTIFACTS, ArtifactError, load_manifest, verified_path
 
 if TYPE_CHECKING:
+    from rtaudit.engine.text.heads import CharNgramModel
     from rtaudit.engine.text.romanized import RomanizedRouter
 
 log = logging.getLogger(__name__)
@@ -73,6 +74,9 @@ class E5Heads:
     encoder: str
     #: romanized-script detectors (:class:`rtaudit.engine.text.romanized.RomanizedRouter`; may hold none)
     router: "RomanizedRouter | None" = None
+    #: character n-gram abuse models of romanized languages whose e5 head is weak (``ngram_<lang>.npz``: Arabizi),
+    #: max'ed with the head's score by the stage
+    ngram: "dict[str, CharNgramModel]" = field(default_factory=dict)
 
     @classmethod
     def load(cls, base: Path | None = None) -> "E5Heads | None":
@@ -90,10 +94,13 @@ class E5Heads:
                  for name in manifest.get("artifacts", {}) if name.endswith("_e5_lr.npz")}
         if ANY not in heads:
             raise ArtifactError(f"{root / 'manifest.json'} lists no {head_file(ANY)}")
-        from rtaudit.engine.text.romanized import RomanizedRouter
+        from rtaudit.engine.text.heads import CharNgramModel
+        from rtaudit.engine.text.romanized import ROMANIZED, RomanizedRouter, ngram_file
 
+        ngram = {lang: CharNgramModel.load(verified_path(ngram_file(lang), root))
+                 for lang in ROMANIZED if ngram_file(lang) in manifest.get("artifacts", {})}
         return cls(heads, str(manifest.get("version", "unknown")), str(manifest.get("encoder", "unknown")),
-                   RomanizedRouter.load(root, manifest))
+                   RomanizedRouter.load(root, manifest), ngram)
 
     def predict(self, lang: str, emb: np.ndarray) -> np.ndarray:
         """``offensive`` probabilities ``float64[n]`` of ``lang``'s head (the :data:`ANY` head for a language without one)."""

@@ -67,18 +67,23 @@ class MultilingualStage:
         return cls(encoder, heads)
 
     def romanized(self, texts: list[str]) -> list[str | None]:
-        """Per normalized text, the romanized language it is written in (``"hi_latn"``, ``"ru_latn"``) or ``None``."""
+        """Per normalized text, the romanized language it is written in (``"hi_latn"``, ``"ru_latn"``, ``"ar_latn"``) or ``None``."""
         router = self.heads.router
         return router.detect(texts) if router is not None else [None] * len(texts)
 
     def score(self, texts: list[str], languages: list[str]) -> np.ndarray:
         """``offensive`` probabilities ``float64[n]`` of ``texts`` (normalized), each by its language's head
-        (``languages[i]``: a code with a head, else the ``any`` head). One encoder call for the batch."""
+        (``languages[i]``: a code with a head, else the ``any`` head; max'ed with the language's character n-gram
+        model where the heads hold one: ``ar_latn``). One encoder call for the batch."""
         if not texts:
             return np.zeros(0)
         emb = self.encoder.encode(texts)
         out = np.zeros(len(texts))
         for lang in set(languages):
             idx = np.array([i for i, x in enumerate(languages) if x == lang])
-            out[idx] = self.heads.predict(lang, emb[idx])
+            p = self.heads.predict(lang, emb[idx])
+            ngram = self.heads.ngram.get(lang)
+            if ngram is not None:  # a romanized language e5 reads poorly (Arabizi): its n-gram model too, the larger wins
+                p = np.maximum(p, ngram.predict([texts[i] for i in idx]))
+            out[idx] = p
         return out

@@ -1,6 +1,7 @@
-"""Romanized scripts: Hindi/Urdu in Latin letters (Hinglish) and Russian in Latin letters, routed to e5 heads.
+"""Romanized scripts: Hindi/Urdu in Latin letters (Hinglish), Russian in Latin letters and Arabic in Latin letters and
+digits (Arabizi), routed to e5 heads.
 
-lingua does not detect romanized Hindi or Russian (both stay on the English route and the English model,
+lingua does not detect romanized Hindi, Russian or Arabic (all stay on the English route and the English model,
 which scored a plain Hinglish insult 0.02). :class:`RomanizedRouter` holds one character n-gram model per
 romanized language (:class:`~rtaudit.engine.text.heads.CharNgramModel`, one-vs-rest: that language's rows
 against English posts (OLID, Davidson) and the Latin-script languages' rows), applied to texts on the English
@@ -19,7 +20,7 @@ import numpy as np
 from rtaudit.engine.text.heads import CharNgramModel
 
 #: the romanized "languages" (codes of their e5 heads and routes).
-ROMANIZED = ("hi_latn", "ru_latn")
+ROMANIZED = ("hi_latn", "ru_latn", "ar_latn")
 #: the most of the English dev posts a romanized route may take.
 ROUTE_EN_MAX = 0.005
 
@@ -36,9 +37,15 @@ def router_file(lang: str) -> str:
     return f"route_{lang}.npz"
 
 
+def ngram_file(lang: str) -> str:
+    """The character n-gram abuse model of a romanized language whose e5 head is weak (Arabizi): its score is max'ed
+    with the head's (:class:`rtaudit.engine.text.e5_stage.MultilingualStage`)."""
+    return f"ngram_{lang}.npz"
+
+
 class RomanizedRouter:
     """The romanized-script detectors of an e5 heads directory: :meth:`detect` gives, per text, the romanized
-    language whose detector scores it at least 0.5 (the higher one if both do), else ``None``."""
+    language whose detector scores it at least 0.5 (the highest one if several do), else ``None``."""
 
     def __init__(self, models: dict[str, CharNgramModel]) -> None:
         self.models = models

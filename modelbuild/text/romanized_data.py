@@ -1,6 +1,6 @@
-"""The data of the romanized-script routers and e5 heads (:mod:`rtaudit.engine.text.romanized`): Hindi/Urdu and Russian in Latin letters.
+"""The data of the romanized-script routers and e5 heads (:mod:`rtaudit.engine.text.romanized`): Hindi/Urdu, Russian and Arabic in Latin letters.
 
-lingua does not detect romanized Hindi or Russian (both stay on the English route and the English model,
+lingua does not detect romanized Hindi, Russian or Arabic (all stay on the English route and the English model,
 which scored a plain Hinglish insult 0.02). Here:
 
 * **Data** (not in git; ``DIR/<source>/<file>`` under the multilingual data directory, each file
@@ -17,7 +17,12 @@ which scored a plain Hinglish insult 0.02). Here:
     sentences, their labels and their splits) written in Latin letters by ``iuliia`` (MIT), one of
     :data:`RU_SCHEMES` per row (by a hash of the text): informal romanization schemes (Telegram's,
     Moscow metro's, Wikipedia's, Yandex Maps'). No public labelled set of Russian written in Latin letters
-    was found; these are real Russian posts and labels in a machine-made spelling.
+    was found; these are real Russian posts and labels in a machine-made spelling;
+  - ``arabizi_off``: Arabizi (Arabic in Latin letters and digits: ``3`` = ع, ``7`` = ح, ``9`` = ق), Bensalem, Ait Mout
+    and Rosso 2023, "Offensive Language Detection in Arabizi" (ArabicNLP 2023; 7,383 comments and tweets,
+    Algerian and Lebanese, merged from four earlier sets), Imene1/Arabizi-offensive-language: ``offensive`` = 1,
+    ``non-offensive`` = 0 (its "Generic Class"); only rows whose letters are mostly Latin. No licence is stated
+    in the repository (its README asks users to cite the paper): research use, like ``lhsab``.
 
   Splits: ``sha256(f"{SPLIT_SEED}:{source}:{text}")`` as for the other languages (the transliterated rows keep
   their Cyrillic original's split, so a test row is a test row in both scripts).
@@ -41,12 +46,14 @@ from pathlib import Path
 from rtaudit.engine.text.romanized import ROMANIZED, latin_share
 from rtaudit.modelbuild.text import multilingual_data as MD
 
-__all__ = ["ROMANIZED", "RU_SCHEMES", "LATIN_MIN", "SOURCES", "RomanSource", "load", "missing", "ordinary_sources", "ru_latin"]
+__all__ = ["ROMANIZED", "RU_SCHEMES", "LATIN_MIN", "ARABIZI_LABELS", "SOURCES", "RomanSource", "load", "missing", "ordinary_sources", "ru_latin"]
 
 #: iuliia schemas used for Russian in Latin letters (chosen per row by hash).
 RU_SCHEMES = ("TELEGRAM", "MOSMETRO", "WIKIPEDIA", "YANDEX_MAPS")
-#: a row of ``trac1_hi`` counts as romanized when at least this share of its letters is Latin.
+#: a row of ``trac1_hi`` or ``arabizi_off`` counts as romanized when at least this share of its letters is Latin.
 LATIN_MIN = 0.8
+#: ``arabizi_off``'s "Generic Class" → label.
+ARABIZI_LABELS = {"offensive": 1, "non-offensive": 0}
 
 _REPO = "victor7246/Hinglish_Hate_Detection"
 _COMMIT = "2ada87ccff36841c73e75a3ed7651be498839422"
@@ -72,6 +79,10 @@ SOURCES = (
                 "CC BY-NC-SA 4.0 (stated in the set's README)",
                 (("agr_hi_train.csv", "data/raw/trac1-dataset/hindi/agr_hi_train.csv"),
                  ("agr_hi_dev.csv", "data/raw/trac1-dataset/hindi/agr_hi_dev.csv")), "OAG = 1, NAG = 0, CAG dropped"),
+    RomanSource("arabizi_off", "ar_latn", "Arabizi offensive language (Bensalem, Ait Mout and Rosso 2023), Algerian and Lebanese, "
+                "Latin-script rows", "Imene1/Arabizi-offensive-language", "18f63c40d0e3992030fe1c348031306eee35bdbc",
+                "none stated in the repository (ArabicNLP 2023 resource; cite)",
+                (("Arabizi-Off_Lang_Dataset.csv", "Arabizi-Off_Lang_Dataset.csv"),), "offensive = 1, non-offensive = 0"),
 )
 
 
@@ -87,6 +98,15 @@ def _read(root: Path, src: RomanSource) -> Iterator[tuple[str, int]]:
             for r in csv.reader(io.StringIO((d / name).read_text(encoding="utf-8"))):
                 if len(r) >= 3 and r[-1] in ("OAG", "NAG") and latin_share(r[1]) >= LATIN_MIN:
                     yield r[1], int(r[-1] == "OAG")
+    elif src.name == "arabizi_off":
+        reader = csv.DictReader(io.StringIO((d / "Arabizi-Off_Lang_Dataset.csv").read_text(encoding="utf-8")))
+        if reader.fieldnames is None or not {"Text", "Generic Class"} <= set(reader.fieldnames):
+            raise ValueError(f"{d / 'Arabizi-Off_Lang_Dataset.csv'}: no 'Text' and 'Generic Class' columns")
+        for row in reader:
+            y = ARABIZI_LABELS.get((row["Generic Class"] or "").strip())
+            text = row["Text"] or ""
+            if y is not None and text.strip() and latin_share(text) >= LATIN_MIN:
+                yield text, y
 
 
 def ru_latin(text: str) -> str:
@@ -97,15 +117,17 @@ def ru_latin(text: str) -> str:
     return getattr(iuliia, scheme).translate(text)
 
 
-def missing(root: Path) -> list[Path]:
-    return [root / s.name / local for s in SOURCES for local, _ in s.files if not (root / s.name / local).is_file()]
+def missing(root: Path, lang: str | None = None) -> list[Path]:
+    """Files of the romanized sources (of ``lang`` only, if given) that are not under ``root``."""
+    return [root / s.name / local for s in SOURCES if lang is None or s.language == lang
+            for local, _ in s.files if not (root / s.name / local).is_file()]
 
 
 def load(root: Path, lang: str) -> list[MD.Row]:
     """Rows of a romanized language (normalized as the models read them; deduplicated per source).
 
     Raises:
-        ValueError: ``lang`` is not one of :data:`ROMANIZED`.
+        ValueError: ``lang`` is not one of :data:`ROMANIZED`, or a source file lacks its columns.
         FileNotFoundError: a source file is missing under ``root``.
     """
     from rtaudit.engine.text.multilingual import model_text
@@ -118,9 +140,9 @@ def load(root: Path, lang: str) -> list[MD.Row]:
             if text:
                 out.append(MD.Row(f"{r.source}_latn", lang, text, r.label, r.split))
         return out
-    if lang != "hi_latn":
+    if lang not in ROMANIZED:
         raise ValueError(f"romanized language must be one of {ROMANIZED}, got {lang!r}")
-    for src in SOURCES:
+    for src in (s for s in SOURCES if s.language == lang):
         seen: set[str] = set()
         for raw, label in _read(root, src):
             text = model_text(normalize(raw.strip()).text)

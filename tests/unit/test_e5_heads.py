@@ -59,6 +59,26 @@ def test_heads_load_verified_and_fall_back_to_the_any_head(tmp_path) -> None:  #
     assert heads.router is not None and heads.router.detect(["hello"]) == [None]
 
 
+def test_a_listed_ngram_model_of_a_romanized_language_is_loaded_and_checked(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rtaudit.engine.text.heads import CharNgramModel
+    from rtaudit.engine.text.romanized import ngram_file
+
+    d = _bundle(tmp_path)
+    model = CharNgramModel(np.ones(2**10, np.float32), np.zeros(2**10, np.float32), 0.0, 0.0, (1, 4))
+    model.save(d / ngram_file("ar_latn"))
+    manifest = json.loads((d / "manifest.json").read_text())
+    manifest["artifacts"][ngram_file("ar_latn")] = {"sha256": sha256_file(d / ngram_file("ar_latn"))}
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    heads = E5Heads.load(tmp_path)
+    assert heads is not None and set(heads.ngram) == {"ar_latn"}
+    np.testing.assert_allclose(heads.ngram["ar_latn"].predict(["ya hmar"]), [0.5])
+    assert E5Heads(heads.heads, "v", "e").ngram == {}  # none by default (bundles before it)
+    with open(d / ngram_file("ar_latn"), "ab") as f:
+        f.write(b"tampered")
+    with pytest.raises(ArtifactError):
+        E5Heads.load(tmp_path)
+
+
 def test_a_tampered_head_is_refused_and_a_bundle_without_heads_loads_none(tmp_path) -> None:  # type: ignore[no-untyped-def]
     assert E5Heads.load(tmp_path) is None
     d = _bundle(tmp_path)
@@ -87,5 +107,36 @@ def test_latin_share_counts_letters_only() -> None:
 
 
 def test_romanized_load_refuses_an_unknown_language(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    with pytest.raises(ValueError, match="hi_latn"):
+    with pytest.raises(ValueError, match="ar_latn"):
+        romanized.load(tmp_path, "fa_latn")
+
+
+def _arabizi(tmp_path, text: str):  # type: ignore[no-untyped-def]
+    d = tmp_path / "arabizi_off"
+    d.mkdir(parents=True, exist_ok=True)
+    (d / "Arabizi-Off_Lang_Dataset.csv").write_text(text, encoding="utf-8")
+
+
+def test_arabizi_rows_keep_their_label_and_drop_unknown_labels_and_arabic_script(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _arabizi(tmp_path, "Text,Generic Class,Original class,Source,Dialect\n"
+             "ya hmar nta wa7ed kelb,offensive,Abusive,(test),DZ\n"
+             "sa7a ftourkom rabi y5alikom,non-offensive,None,(test),DZ\n"
+             "sa7a ftourkom rabi y5alikom,non-offensive,None,(test),DZ\n"  # duplicate: kept once
+             "kifak ya 5ayye,maybe,None,(test),LB\n"  # unknown label: dropped
+             "يا حمار,offensive,Abusive,(test),DZ\n"  # Arabic script: not romanized, dropped
+             ",offensive,Abusive,(test),DZ\n")  # empty: dropped
+    rows = romanized.load(tmp_path, "ar_latn")
+    assert [(r.source, r.language, r.label) for r in rows] == [("arabizi_off", "ar_latn", 1), ("arabizi_off", "ar_latn", 0)]
+    assert all(r.split in ("train", "dev", "test") for r in rows)
+    # the same text, the same split (the rule every language shares: a hash of source and text)
+    assert [r.split for r in rows] == [r.split for r in romanized.load(tmp_path, "ar_latn")]
+    assert romanized.missing(tmp_path, "ar_latn") == [] and romanized.missing(tmp_path, "hi_latn")
+
+
+def test_arabizi_loader_refuses_a_file_without_its_columns(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _arabizi(tmp_path, "text,label\nya hmar,1\n")
+    with pytest.raises(ValueError, match="Generic Class"):
+        romanized.load(tmp_path, "ar_latn")
+    (tmp_path / "arabizi_off" / "Arabizi-Off_Lang_Dataset.csv").unlink()
+    with pytest.raises(FileNotFoundError):
         romanized.load(tmp_path, "ar_latn")

@@ -69,8 +69,8 @@ def test_each_language_head_ranks_abuse_above_its_benign_twin(stage) -> None:  #
 
 
 def test_romanized_text_is_detected_and_english_is_not(stage) -> None:  # type: ignore[no-untyped-def]
-    """The routers are strict (dev: 99.5 % / 99.4 % of romanized rows routed, 0.34 % / 0.17 % of English posts). The
-    romanized heads behind them are weak (held-out recall 0.36 Hinglish, 0.60 Russian in Latin letters, and everyday
+    """The routers are strict (dev: 99.5 % / 99.4 % / 97.4 % of hi_latn / ru_latn / ar_latn rows routed, 0.34 % /
+    0.17 % / 0.25 % of English posts). The romanized heads behind them are weak (held-out recall 0.36 Hinglish, 0.60 Russian in Latin letters, and everyday
     romanized Russian flagged: "ty khoroshiy drug, zakhodi, chay gotov" 0.61; docs/text-moderation.md): their
     figures are the docs' table, not asserted per sentence here."""
     if not stage.heads.router.models:
@@ -94,6 +94,36 @@ def test_the_scorer_serves_other_languages_from_the_e5_heads() -> None:
     assert all(0 <= sp.start < sp.end <= len("eres un idiota de mierda") for sp in res[0].spans)
     assert res[1].language == "es" and res[1].scores["offensive"] < 0.5
     assert res[2].language == "en" and max(res[2].scores.values()) < 0.5
+
+
+#: Arabizi insults written for these tests (not in any training set): Algerian "you little-beard, go pimp" and
+#: "you donkey, you are a dog, son of sin"; and everyday Arabizi (Lebanese "how are you, brother, what are you doing
+#: today?", Algerian "congratulations on the new job, my friend").
+ARABIZI = [("ya 9lil l7ya, rou7 t9awed", "kifak ya 5ayye, chou 3am ta3mel lyom?"),
+           ("ya hmar, nta wa7ed kelb w wld l7ram", "mabrouk 3lik l5edma jdida ya sa7bi")]
+
+
+def test_arabizi_is_routed_to_its_head_and_an_insult_scores_higher_than_before() -> None:
+    """Before the ar_latn router, an Arabizi insult stayed on the English model (0.03 and 0.17); the router sends it
+    to the ar_latn head and its character n-gram model (the larger wins), max'ed with its English scores (2026-12-05:
+    0.50 and 0.80). Recall is still low (held-out 0.41, docs/text-moderation.md) and everyday Arabizi is lifted too
+    ("mabrouk 3lik l5edma jdida ya sa7bi" 0.20 → 0.46)."""
+    from rtaudit.engine.text.scoring import TextScorer
+
+    scorer = TextScorer(prefer_gpu=False, intra_op_threads=1)
+    sem = scorer.semantic
+    assert sem is not None
+    if "ar_latn" not in sem.heads.router.models:
+        pytest.skip("this bundle has no Arabizi router (rtaudit text train-e5 fits it)")
+    texts = [t for pair in ARABIZI for t in pair]
+    assert sem.romanized([view(t) for t in texts]) == ["ar_latn"] * len(texts)
+    after = [r.scores["offensive"] for r in scorer.score(texts, evidence=False)]
+    scorer.semantic = None
+    before = [r.scores["offensive"] for r in scorer.score(texts, evidence=False)]
+    assert all(a > b for a, b in zip(after[0::2], before[0::2])), (before, after)
+    assert after[2] >= 0.5 and max(after[1::2]) < 0.5, after
+    head = sem.score([view(a) for a, _ in ARABIZI[:1]] + [view(b) for _, b in ARABIZI[:1]], ["ar_latn"] * 2)
+    assert head[0] > head[1], head
 
 
 #: (abusive, benign) pairs in languages no model is fitted for, written for these tests: before the e5 stage the
