@@ -134,6 +134,7 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):
     started and ready, or exit 1 with the reason. SIGTERM and SIGHUP unwind like Ctrl-C."""
     from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
     from rtaudit.tools.fleet.local import Fleet, FleetNotReady, explain_unavailable, fleet_roles
+    from rtaudit.workers.kafka import ClusterError
     from rtaudit.workers.metrics import serve
 
     raise_keyboard_interrupt_on()
@@ -142,11 +143,17 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):
     fleet = Fleet(s, config=config, roles=fleet_roles(s), replicas=replicas, log_dir=log_dir, supervise=True,
                   on_event=lambda msg: console.print(f"  {msg}", markup=False, highlight=False))
     if s.metrics_port:
-        serve(s.metrics_port, s.metrics_host)
+        try:
+            serve(s.metrics_port, s.metrics_host)
+        except OSError as exc:
+            raise fail(f"cannot serve the supervisor's metrics on {s.metrics_host}:{s.metrics_port} ({exc.strerror}): "
+                       "set metrics_port (RTAUDIT_METRICS_PORT) to a free port, or 0 for no metrics", 1) from None
         console.print(f"  supervisor metrics (rtaudit_restarts_total) on {s.metrics_host}:{s.metrics_port}")
     started = time.monotonic()
     try:
         fleet.start()
+    except ClusterError as exc:  # the user's broker does not answer
+        raise fail(str(exc), 1) from None
     except FleetNotReady as exc:
         console.print(f"[red]{exc}[/red]")
         raise typer.Exit(1) from None
@@ -220,7 +227,7 @@ def schemas_export() -> None:
 
 
 @app.command()
-def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | fusion | explain")]) -> None:
+def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | audio | video | fusion | explain")]) -> None:
     """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
     from rtaudit.tools.fleet.local import faust_executable
     from rtaudit.workers.roles import OPTIONAL_ROLES, ROLES

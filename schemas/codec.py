@@ -37,6 +37,10 @@ def _loads(raw: bytes) -> Any:
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
+        try:  # orjson reports any invalid UTF-8 as "surrogates not allowed": say where the bytes break
+            bytes(raw).decode("utf-8")
+        except UnicodeDecodeError as bad:
+            raise InvalidJSON(f"not JSON: not UTF-8 text (byte 0x{bad.object[bad.start]:02x} at offset {bad.start})") from None
         raise InvalidJSON(f"not JSON: {exc}") from None
 
 

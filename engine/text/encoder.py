@@ -32,6 +32,7 @@ import json
 import logging
 import os
 import re
+import shutil
 import tempfile
 import time
 from collections.abc import Callable, Iterator
@@ -249,6 +250,14 @@ def quantize_encoder_onnx(dest: Path, source: Path | None = None, delta: Encoder
     dest.parent.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix=".int8-build-", dir=dest.parent) as tmpdir:
         out = Path(tmpdir) / "int8.onnx"
+        # quantize_dynamic writes its shape-inferred copy beside its input (``<stem>-inferred.onnx``) and deletes
+        # it: from a private link to the source, workers building one cache at once cannot delete each other's
+        own = Path(tmpdir) / "source.onnx"
+        try:
+            os.link(source, own)
+        except OSError:
+            shutil.copyfile(source, own)
+        source = own
         # its root-logger advice to run quant_pre_process does not apply (see above)
         hush = _DropMessage("consider to run pre-processing")
         logging.getLogger().addFilter(hush)

@@ -119,3 +119,26 @@ def test_the_fleet_says_which_settings_file_it_runs_with(tmp_path, monkeypatch):
     (tmp_path / "rtaudit.toml").write_text("")
     assert _settings_source(None) == f"settings: {(tmp_path / 'rtaudit.toml').resolve()}"
     assert _settings_source(tmp_path / "other.toml") == f"settings: {(tmp_path / 'other.toml').resolve()}"
+
+
+def test_up_against_a_broker_that_does_not_answer_ends_in_one_line(no_broker, monkeypatch, tmp_path):
+    monkeypatch.setenv("RTAUDIT_BOOTSTRAP_SERVERS", f"127.0.0.1:{no_broker}")
+    monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path / "state"))
+    monkeypatch.setenv("RTAUDIT_METRICS_PORT", "0")
+    result = CliRunner().invoke(app, ["up"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    assert result.output.rstrip().splitlines()[-1].startswith(f"no broker at 127.0.0.1:{no_broker} (connection refused): check"), result.output
+
+
+def test_up_with_its_metrics_port_taken_names_the_port_and_the_setting(no_broker, monkeypatch, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        monkeypatch.setenv("RTAUDIT_STATE_DIR", str(tmp_path / "state"))
+        monkeypatch.setenv("RTAUDIT_METRICS_HOST", "127.0.0.1")
+        monkeypatch.setenv("RTAUDIT_METRICS_PORT", str(port))
+        result = CliRunner().invoke(app, ["up"])
+    assert result.exit_code == 1 and "Traceback" not in result.output, result.output
+    last = result.output.rstrip().splitlines()[-1]
+    assert f"127.0.0.1:{port}" in last and "RTAUDIT_METRICS_PORT" in last, result.output

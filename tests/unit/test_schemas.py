@@ -283,3 +283,9 @@ def test_encode_writes_what_orjson_writes_of_the_json_dump():
                        evidence=[evidence("hate", 0.5, span=(0, 3), text="h\u00e9l")])]
     for record in records:
         assert encode(record) == orjson.dumps(record.model_dump(mode="json", exclude_none=True)), type(record).__name__
+
+
+def test_invalid_utf8_is_named_with_its_byte_and_offset():
+    with pytest.raises(InvalidJSON) as info:
+        decode(b'{"request_id": "r\xff\xfe", "created_at_ms": 1}', AuditRequest)
+    assert str(info.value) == "not JSON: not UTF-8 text (byte 0xff at offset 17)"

@@ -184,6 +184,10 @@ class Fleet:
         supervisor thread when ``supervise`` is set."""
         self._stopping.clear()
         self.start_broker_if_needed()
+        if self.settings.bootstrap_servers is not None:  # a broker of the user's: one clear line when none answers
+            from rtaudit.workers.kafka import check_cluster
+
+            check_cluster(self.settings, ())
         checks = ensure_topics(client_config(self.settings), catalog(self.settings.partitions))
         self._report(f"topics ready on {self.settings.bootstrap} ({len(checks)} topics)")
         self.log_dir.mkdir(parents=True, exist_ok=True)
