@@ -75,13 +75,14 @@ class OCRStage:
     det_short_side_px = 736
     #: most pixels the detector's input may have after that upscaling: an image whose short side
     #: would reach :attr:`det_short_side_px` only beyond it is scaled less, to this area. It is a
-    #: 736×1104 (3:2) input, so photos and pages up to 3:2 are read as RapidOCR's default reads
-    #: them, while a banner or a video frame is not blown up several times. Measured with 1
+    #: 736×1472 (2:1) input, so photos and pages up to 2:1 are read as RapidOCR's default reads
+    #: them, while a banner is not blown up several times (a 3:2 budget, 736×1104, read nothing from
+    #: RapidOCR's own 259×133 ``ch_doc_server.png``: its short side reached 645 px, not 736). Measured with 1
     #: thread on this CPU (2 shared cores, ``benchmarks/ocr_detector_budget.py``): a 95×658
     #: rendered line became a 736×2944 detector input and took 1.8-3.0 s, 0.3 s within the budget,
     #: with the same text read; the demo's 19 OCR images took 6.4 CPU s instead of 10.1. The cost:
-    #: scikit-image's ``page.png`` (191×384, 2:1, text 10 px high) read 4 of its 5 lines instead of 5.
-    det_max_pixels = 736 * 1104
+    #: (measured with the 3:2 budget) scikit-image's ``page.png`` (191×384, 2:1) read 4 of its 5 lines instead of 5.
+    det_max_pixels = 736 * 1472
 
     def prepare(self, task: ModalityTask) -> FittedImage | FrameSet:
         """Load and decode the task's image, scaled to :attr:`max_side_px` and padded to
