@@ -80,6 +80,10 @@ something):
 ``inner_space``
     One space inside an offensive word is dropped unless both halves are common words
     (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`rtaudit.engine.text.separators`.
+``glued_words``
+    A long unknown word that reads as known words, two of them offensive, gets its word gaps
+    back (``stupididiot`` → ``stupid idiot``, as OCR reads a line whose gap it lost; ``therapist``
+    ``therapists`` and ``Penistone`` stay): :mod:`rtaudit.engine.text.separators`.
 ``abbreviations``
     A whole word that only abbreviates abuse the encoder cannot read is spelled out
     (:data:`ABBREVIATIONS`: ``kys`` → ``kill yourself``); every character of the expansion keeps
@@ -88,7 +92,7 @@ something):
 
 The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
-spaces and punctuation, without digits or ``$@!`` (and none of :data:`ABBREVIATIONS`), comes out as ``text.lower()``
+spaces and punctuation, without digits or ``$@!`` (and none of :data:`ABBREVIATIONS`, no stretched letters, no glued offensive words), comes out as ``text.lower()``
 with identical offsets. ``normalize`` is idempotent on its own output
 (``normalize(n.text).text == n.text``): the steps run again over their output until it
 stops changing (see :func:`normalize`); a unit test checks this for every code point the
@@ -104,7 +108,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from rtaudit.engine.text.emoji_names import emoji_names
-from rtaudit.engine.text.separators import inner_space, protected, respell, split_letters, underscore_joins
+from rtaudit.engine.text.separators import glued_words, inner_space, protected, respell, split_letters, underscore_joins
 
 __all__ = ["NormalizedText", "detection_view", "normalize"]
 
@@ -420,6 +424,7 @@ _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...
     ("leet", _leet, True),
     ("respell", respell, True),
     ("inner_space", inner_space, True),
+    ("glued_words", glued_words, True),
     ("abbreviations", _abbreviations, True),
 )
 _UNREPORTED = frozenset({"lowercase"})

@@ -46,6 +46,16 @@ runs them (each with its benign control in ``tests/unit/test_separators.py``):
     (:func:`rtaudit.engine.text.lexicon.offensive`) are one word unless both are common words:
     ``bi tch`` → ``bitch``, ``as shole`` → ``asshole``; ``the pen is`` stays.
 
+``glued_words`` (after ``inner_space``)
+    A word of :data:`GLUED_MIN_LETTERS` letters or more that is not a known word and reads as
+    known words of :data:`GLUED_MIN_PART` letters or more, two of them offensive and one of those
+    strongly (:data:`GLUED_MIN_WEIGHT`), gets its word
+    gaps back: ``stupididiot`` → ``stupid idiot`` (OCR of a frame often drops the gap between two
+    words on one line), ``#dumbbitch`` → ``#dumb bitch``. Known words are never cut (``therapist``), nor a word with one
+    offensive part (``penistone``, ``hellfire``: the Scunthorpe problem);
+    a word with a shorter reading is left (``therapists`` would read ``the rapists``), as is one
+    with no reading (``scunthorpe``).
+
 URLs, e-mail addresses, ID-like codes (segments joined by ``-/_.:`` with a number of two or more
 digits: ``5H1T-4477-B``, ``2023-CV-00451``) and @handles are exempt (:func:`protected`).
 """
@@ -57,7 +67,7 @@ import re
 
 from rtaudit.engine.text import lexicon
 
-__all__ = ["inner_space", "protected", "respell", "split_letters", "underscore_joins"]
+__all__ = ["glued_words", "inner_space", "protected", "respell", "split_letters", "underscore_joins"]
 
 _Spans = list[tuple[int, int]]
 
@@ -290,3 +300,53 @@ def respell(text: str, spans: _Spans) -> tuple[str, _Spans]:
     chars.extend(text[at:])
     out.extend(spans[at:])
     return "".join(chars), out
+
+
+#: shortest word :func:`glued_words` tries to cut, letters.
+GLUED_MIN_LETTERS = 8
+#: alt-profanity-check weight (:func:`rtaudit.engine.text.lexicon.offensive_weights`) one part of a glued
+#: word must reach: ``bitch`` 9.8, ``idiot`` 6.3, ``stupid`` 5.3, ``dumb`` 3.1 do; ``hell`` 3.0, ``kill`` 2.3,
+#: ``screw`` 2.0, ``white`` 1.5 do not (``hellfire``, ``killzone``, ``screwdrivers``, ``whitehouse`` stay).
+GLUED_MIN_WEIGHT = 3.0
+#: shortest known word :func:`glued_words` cuts out, letters (``the``, ``ass``, ``you`` are too short
+#: to be trusted inside an unknown word).
+GLUED_MIN_PART = 4
+_GLUED_TOKEN = re.compile(rf"(?<![^\W_#])[a-z]{{{GLUED_MIN_LETTERS},}}(?![^\W_])")
+
+
+def glued_words(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    """Word gaps put back into a glued word that reads as known words, two offensive (see the module
+    docstring). Each inserted space carries the span of the letter after it."""
+    out_chars: list[str] = []
+    out_spans: _Spans = []
+    at, mask = 0, None
+    weight = lexicon.offensive_weights()
+    for m in _GLUED_TOKEN.finditer(text):
+        token = m.group()
+        if lexicon.rank(token) is not None:
+            continue
+        cuts = _segment(token)
+        if not cuts:
+            continue
+        bounds = [0, *cuts, len(token)]
+        parts = [token[a:b] for a, b in zip(bounds, bounds[1:])]
+        weights = sorted((weight.get(p, 0.0) for p in parts), reverse=True)
+        if min(map(len, parts)) < GLUED_MIN_PART or weights[0] < GLUED_MIN_WEIGHT or weights[1] <= 0.0:
+            continue
+        mask = protected(text) if mask is None else mask
+        if mask[m.start()]:
+            continue
+        out_chars.extend(text[at:m.start()])
+        out_spans.extend(spans[at:m.start()])
+        for k in range(m.start(), m.end()):
+            if k - m.start() in cuts:
+                out_chars.append(" ")
+                out_spans.append(spans[k])
+            out_chars.append(text[k])
+            out_spans.append(spans[k])
+        at = m.end()
+    if at == 0:
+        return text, spans
+    out_chars.extend(text[at:])
+    out_spans.extend(spans[at:])
+    return "".join(out_chars), out_spans

@@ -34,6 +34,9 @@ EVASIONS = [
     ("respell", "what a b**ch", "what a bitch"),
     ("respell", "sh*t", "shit"),  # the most offensive reading, not "shut"
     ("respell", "you are an i*iot", "you are an idiot"),
+    ("glued_words", "STUPIDIDIOT", "stupid idiot"),  # OCR of a video frame that lost the word gap
+    ("glued_words", "you fuckingidiot!", "you fucking idiot!"),
+    ("glued_words", "#dumbbitch", "#dumb bitch"),
 ]
 
 #: (rule, benign text, what the model must see): the control for each rule
@@ -60,6 +63,11 @@ CONTROLS = [
     ("respell", "*really* good, 2*3=6", "*really* good, 2*3=6"),  # emphasis and arithmetic stay
     ("respell", "the zzzqx code", "the zzzqx code"),  # no known reading: as written
     ("respell", "see www.example.com/aaa*b", "see www.example.com/aaa*b"),  # URLs are exempt
+    ("glued_words", "my therapist and therapists", "my therapist and therapists"),  # known; a 3-letter part
+    ("glued_words", "Penistone is near Sheffield", "penistone is near sheffield"),  # one offensive part
+    ("glued_words", "lunch at the whitehouse cafe", "lunch at the whitehouse cafe"),  # parts below the weight
+    ("glued_words", "scunthorpe united", "scunthorpe united"),  # no reading as known words
+    ("glued_words", "@stupididiot and https://x.example/stupididiot", "@stupididiot and https://x.example/stupididiot"),  # exempt
 ]
 
 
@@ -87,6 +95,7 @@ def test_spans_cover_what_the_user_wrote():
         ("you stupid bi tch!", "bitch", "bi tch"),
         ("hey you_bitch", "bitch", "bitch"),
         ("f u c k y o u", "you", "y o u"),
+        ("ha STUPIDIDIOT", "idiot", "IDIOT"),
     ]:
         n = normalize(written)
         start = n.text.index(word)
