@@ -274,14 +274,31 @@ def _best_reading(token: str) -> tuple[str, list[int]] | None:
     return min(known, key=lambda r: (-weight.get(r[0], 0.0), lexicon.rank(r[0]), -len(r[0])))
 
 
+def _splice(text: str, spans: _Spans, edits: list[tuple[int, int, str, _Spans]]) -> tuple[str, _Spans]:
+    """``text`` with each ``(start, end, word, word_spans)`` of ``edits`` (in order, not overlapping)
+    put in place of ``text[start:end]``, and the spans to match."""
+    if not edits:
+        return text, spans
+    chars: list[str] = []
+    out: _Spans = []
+    at = 0
+    for start, end, word, word_spans in edits:
+        chars.extend(text[at:start])
+        out.extend(spans[at:start])
+        chars.extend(word)
+        out.extend(word_spans)
+        at = end
+    chars.extend(text[at:])
+    out.extend(spans[at:])
+    return "".join(chars), out
+
+
 def respell(text: str, spans: _Spans) -> tuple[str, _Spans]:
     """Stretched and masked letters read as the known word they spell (see the module docstring)."""
     if "*" not in text and not _STRETCH.search(text):
         return text, spans
     mask = protected(text)
-    chars: list[str] = []
-    out: _Spans = []
-    at = 0
+    edits: list[tuple[int, int, str, _Spans]] = []
     for m in _RESPELL_TOKEN.finditer(text):
         token = m.group()
         if mask[m.start()] or ("*" not in token and (not _STRETCH.search(token) or lexicon.rank(token) is not None)):
@@ -290,16 +307,8 @@ def respell(text: str, spans: _Spans) -> tuple[str, _Spans]:
         if best is None:
             continue
         word, kept = best
-        chars.extend(text[at:m.start()])
-        out.extend(spans[at:m.start()])
-        chars.extend(word)
-        out.extend(spans[m.start() + k] for k in kept)
-        at = m.end()
-    if at == 0:
-        return text, spans
-    chars.extend(text[at:])
-    out.extend(spans[at:])
-    return "".join(chars), out
+        edits.append((m.start(), m.end(), word, [spans[m.start() + k] for k in kept]))
+    return _splice(text, spans, edits)
 
 
 #: shortest word :func:`glued_words` tries to cut, letters.
@@ -317,9 +326,8 @@ _GLUED_TOKEN = re.compile(rf"(?<![^\W_#])[a-z]{{{GLUED_MIN_LETTERS},}}(?![^\W_])
 def glued_words(text: str, spans: _Spans) -> tuple[str, _Spans]:
     """Word gaps put back into a glued word that reads as known words, two offensive (see the module
     docstring). Each inserted space carries the span of the letter after it."""
-    out_chars: list[str] = []
-    out_spans: _Spans = []
-    at, mask = 0, None
+    edits: list[tuple[int, int, str, _Spans]] = []
+    mask = None
     weight = lexicon.offensive_weights()
     for m in _GLUED_TOKEN.finditer(text):
         token = m.group()
@@ -336,17 +344,8 @@ def glued_words(text: str, spans: _Spans) -> tuple[str, _Spans]:
         mask = protected(text) if mask is None else mask
         if mask[m.start()]:
             continue
-        out_chars.extend(text[at:m.start()])
-        out_spans.extend(spans[at:m.start()])
-        for k in range(m.start(), m.end()):
-            if k - m.start() in cuts:
-                out_chars.append(" ")
-                out_spans.append(spans[k])
-            out_chars.append(text[k])
-            out_spans.append(spans[k])
-        at = m.end()
-    if at == 0:
-        return text, spans
-    out_chars.extend(text[at:])
-    out_spans.extend(spans[at:])
-    return "".join(out_chars), out_spans
+        word_spans = list(spans[m.start():m.end()])
+        for cut in reversed(cuts):
+            word_spans.insert(cut, spans[m.start() + cut])
+        edits.append((m.start(), m.end(), " ".join(parts), word_spans))
+    return _splice(text, spans, edits)
