@@ -77,6 +77,9 @@ something):
 ``respell``
     A word that is not a known word, with stretched (``idddiot``) or masked (``f*ck``) letters, is read
     as the known word it spells (``idiot``, ``fuck``; ``sooo`` → ``so``): :mod:`rtaudit.engine.text.separators`.
+``phonetic``
+    A word spelled by its sound is read as the offensive word it sounds like (``phuck`` → ``fuck``,
+    ``azzhole`` → ``asshole``, ``|oser`` → ``loser``; ``phone`` and ``jazz`` stay): :mod:`rtaudit.engine.text.separators`.
 ``inner_space``
     One space inside an offensive word is dropped unless both halves are common words
     (``bi tch`` → ``bitch``; ``the pen is`` stays): :mod:`rtaudit.engine.text.separators`.
@@ -92,7 +95,7 @@ something):
 
 The model view is also lower-cased (``str.lower``, between ``confusables`` and
 ``split_letters``); that is not reported as a step. Plain ASCII text made of words of two or more letters,
-spaces and punctuation, without digits or ``$@!`` (and none of :data:`ABBREVIATIONS`, no stretched letters, no glued offensive words), comes out as ``text.lower()``
+spaces and punctuation, without digits or ``$@!`` (and none of :data:`ABBREVIATIONS`, no stretched letters, no glued offensive words, no offensive word spelled by its sound), comes out as ``text.lower()``
 with identical offsets. ``normalize`` is idempotent on its own output
 (``normalize(n.text).text == n.text``): the steps run again over their output until it
 stops changing (see :func:`normalize`); a unit test checks this for every code point the
@@ -108,7 +111,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from rtaudit.engine.text.emoji_names import emoji_names
-from rtaudit.engine.text.separators import glued_words, inner_space, protected, respell, split_letters, underscore_joins
+from rtaudit.engine.text.separators import glued_words, inner_space, phonetic, protected, respell, split_letters, underscore_joins
 
 __all__ = ["NormalizedText", "detection_view", "normalize"]
 
@@ -423,6 +426,7 @@ _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...
     ("split_letters", split_letters, True),
     ("leet", _leet, True),
     ("respell", respell, True),
+    ("phonetic", phonetic, True),
     ("inner_space", inner_space, True),
     ("glued_words", glued_words, True),
     ("abbreviations", _abbreviations, True),
@@ -473,7 +477,9 @@ def normalize(text: str) -> NormalizedText:
     so plain text costs one pass; text that any other step changed costs one more pass to
     confirm. Raises ``TypeError`` if ``text`` is not a ``str``. Pure and deterministic.
     Measured on one core: about 1.4 µs per character of English tweets (Davidson; 1.2 with a
-    single pass), about 12 µs per character of Chinese text (COLD; two passes, 6.4 with one).
+    single pass), about 12 µs per character of Chinese text (COLD; two passes, 6.4 with one). The
+    ``phonetic`` and ``glued_words`` steps add 0.2 µs per character of English tweets (0.97 against 0.77 on
+    8,000 Davidson tweets in one run, with and without them in ``_STEPS``).
     """
     if not isinstance(text, str):
         raise TypeError(f"normalize() takes a str, got {type(text).__name__}")

@@ -46,6 +46,15 @@ runs them (each with its benign control in ``tests/unit/test_separators.py``):
     (:func:`rtaudit.engine.text.lexicon.offensive`) are one word unless both are common words:
     ``bi tch`` → ``bitch``, ``as shole`` → ``asshole``; ``the pen is`` stays.
 
+``phonetic`` (after ``respell``)
+    A word that is not a known word and is spelled by its sound is read as the offensive word it
+    sounds like, when one of its readings under :data:`PHONETIC_RULES` (``ph`` → ``f``, ``z`` → ``s``,
+    ``q`` → ``ck``, ``oo`` → ``u``, ``ee`` → ``i``, ``ya``/``ia`` → ``i``, a ``|`` between letters → ``l``) is
+    an offensive word of weight :data:`PHONETIC_MIN_WEIGHT` or more: ``phuck`` → ``fuck``, ``azzhole`` →
+    ``asshole``, ``fuqing`` → ``fucking``, ``stoopid`` → ``stupid``, ``eediot`` → ``idiot``, ``byatch`` →
+    ``bitch``, ``|oser`` → ``loser``. Known words stay (``phone``, ``jazz``), as do words whose readings
+    are not offensive (``fuchsia``, ``yes | no``); a read letter keeps the span of what it was read from.
+
 ``glued_words`` (after ``inner_space``)
     A word of :data:`GLUED_MIN_LETTERS` letters or more that is not a known word and reads as
     known words of :data:`GLUED_MIN_PART` letters or more, two of them offensive and one of those
@@ -64,10 +73,11 @@ from __future__ import annotations
 
 import math
 import re
+from functools import lru_cache
 
 from rtaudit.engine.text import lexicon
 
-__all__ = ["glued_words", "inner_space", "protected", "respell", "split_letters", "underscore_joins"]
+__all__ = ["glued_words", "inner_space", "phonetic", "protected", "respell", "split_letters", "underscore_joins"]
 
 _Spans = list[tuple[int, int]]
 
@@ -311,6 +321,60 @@ def respell(text: str, spans: _Spans) -> tuple[str, _Spans]:
     return _splice(text, spans, edits)
 
 
+#: sound spellings :func:`phonetic` undoes: (as written, as read), tried at every place they occur.
+PHONETIC_RULES: tuple[tuple[str, str], ...] = (
+    ("ph", "f"), ("zz", "ss"), ("z", "s"), ("q", "ck"), ("oo", "u"), ("ee", "i"), ("ya", "i"), ("ia", "i"), ("|", "l"),
+)
+#: alt-profanity-check weight a reading must reach (``loser`` 3.0, ``stupid`` 5.3, ``fuck`` 11.1).
+PHONETIC_MIN_WEIGHT = 2.5
+#: most places one word may have a sound spelling at (each doubles the readings tried).
+PHONETIC_MAX_SITES = 4
+_PHONETIC_TOKEN = re.compile(r"(?<![\w|'’])\|?[a-z]+(?:\|+[a-z]+)*\|*(?![\w|'’])")
+_PHONETIC_SITE = re.compile("|".join(re.escape(a) for a, _ in PHONETIC_RULES))
+
+
+def _sound_readings(token: str) -> list[tuple[str, _Spans]]:
+    """Every reading of ``token`` with each :data:`PHONETIC_RULES` site read or kept: ``(word, spans)``
+    with each letter's ``[start, end)`` in ``token``."""
+    sites = list(_PHONETIC_SITE.finditer(token))
+    if not sites or len(sites) > PHONETIC_MAX_SITES:
+        return []
+    rules = dict(PHONETIC_RULES)
+    out: list[tuple[str, _Spans]] = [("", [])]
+    k = 0
+    for m in sites:
+        plain = [(k + i, k + i + 1) for i in range(m.start() - k)]
+        out = [(w + token[k:m.start()], sp + plain) for w, sp in out]
+        read = rules[m.group()]
+        out = [o for w, sp in out for o in ((w + m.group(), sp + [(m.start() + i, m.start() + i + 1) for i in range(len(m.group()))]),
+                                            (w + read, sp + [(m.start(), m.end())] * len(read)))]
+        k = m.end()
+    tail = [(k + i, k + i + 1) for i in range(len(token) - k)]
+    return [(w + token[k:], sp + tail) for w, sp in out]
+
+
+def phonetic(text: str, spans: _Spans) -> tuple[str, _Spans]:
+    """Sound spellings read as the offensive word they sound like (see the module docstring)."""
+    if not _PHONETIC_SITE.search(text):
+        return text, spans
+    weight = lexicon.offensive_weights()
+    edits: list[tuple[int, int, str, _Spans]] = []
+    mask = None
+    for m in _PHONETIC_TOKEN.finditer(text):
+        token = m.group()
+        if lexicon.rank(token) is not None:
+            continue
+        readings = [(w, sp) for w, sp in _sound_readings(token) if weight.get(w, 0.0) >= PHONETIC_MIN_WEIGHT]
+        if not readings:
+            continue
+        mask = protected(text) if mask is None else mask
+        if mask[m.start()]:
+            continue
+        word, local = max(readings, key=lambda r: weight[r[0]])
+        edits.append((m.start(), m.end(), word, [(spans[m.start() + a][0], spans[m.start() + b - 1][1]) for a, b in local]))
+    return _splice(text, spans, edits)
+
+
 #: shortest word :func:`glued_words` tries to cut, letters.
 GLUED_MIN_LETTERS = 8
 #: alt-profanity-check weight (:func:`rtaudit.engine.text.lexicon.offensive_weights`) one part of a glued
@@ -323,15 +387,25 @@ GLUED_MIN_PART = 4
 _GLUED_TOKEN = re.compile(rf"(?<![^\W_#])[a-z]{{{GLUED_MIN_LETTERS},}}(?![^\W_])")
 
 
+@lru_cache(maxsize=1)
+def _strongly_offensive() -> re.Pattern[str]:
+    """Any offensive word of :data:`GLUED_MIN_PART`+ letters and weight :data:`GLUED_MIN_WEIGHT`+ (the cheap
+    test a glued word must pass before it is segmented)."""
+    words = sorted((w for w, v in lexicon.offensive_weights().items() if v >= GLUED_MIN_WEIGHT and len(w) >= GLUED_MIN_PART),
+                   key=len, reverse=True)
+    return re.compile("|".join(map(re.escape, words)))
+
+
 def glued_words(text: str, spans: _Spans) -> tuple[str, _Spans]:
     """Word gaps put back into a glued word that reads as known words, two offensive (see the module
     docstring). Each inserted space carries the span of the letter after it."""
     edits: list[tuple[int, int, str, _Spans]] = []
     mask = None
     weight = lexicon.offensive_weights()
+    strong = _strongly_offensive()
     for m in _GLUED_TOKEN.finditer(text):
         token = m.group()
-        if lexicon.rank(token) is not None:
+        if not strong.search(token) or lexicon.rank(token) is not None:
             continue
         cuts = _segment(token)
         if not cuts:

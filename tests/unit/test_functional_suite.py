@@ -168,7 +168,10 @@ def test_eval_functional_runs_without_data(tmp_path, monkeypatch):
 MEASURED = {"insult_direct": 1.00, "insult_counter": 0.80, "group_derogation": 0.92, "identity_neutral": 1.00,
             "identity_positive": 0.88, "group_reporting": 0.92, "threat_direct": 0.85, "threat_negated": 0.69,
             "violence_idiom": 0.92, "slur_reclaimed": 1.00, "emoji_benign": 1.00, "evasion_benign": 1.00,
-            "implicit_contrast": 0.88}
+            "implicit_contrast": 0.88,
+            # issue 39's functionalities, measured on artifacts 2026-12-04-e7082391 with the ``phonetic`` normalization
+            # step (before it, evasion_phonetic 0.50)
+            "group_attribute_positive": 1.00, "evasion_phonetic": 0.92, "evasion_phonetic_benign": 1.00}
 MARGIN = 0.15
 
 

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rtaudit.engine.text.normalize import NormalizedText, normalize
 from rtaudit.engine.text.normalize import ABBREVIATIONS
-from rtaudit.engine.text.separators import glued_words
+from rtaudit.engine.text.separators import glued_words, phonetic
 from rtaudit.modelbuild.text.benign import BENIGN
 
 
@@ -159,9 +159,12 @@ def test_offsets_are_monotonic_and_within_the_original(text):
 
 
 def _plain(word: str) -> bool:
-    """Neither an abbreviation, nor stretched (``bbb``: respell reads it), nor glued offensive words."""
+    """Neither an abbreviation, nor stretched (``bbb``: respell reads it), nor glued offensive words, nor an
+    offensive word spelled by its sound."""
     w = word.lower()
-    return w not in ABBREVIATIONS and not re.search(r"([a-z])\1\1", w) and glued_words(w, [(i, i + 1) for i in range(len(w))])[0] == w
+    spans = [(i, i + 1) for i in range(len(w))]
+    return (w not in ABBREVIATIONS and not re.search(r"([a-z])\1\1", w) and glued_words(w, spans)[0] == w
+            and phonetic(w, spans)[0] == w)
 
 
 _WORDS = st.lists(st.text(alphabet=string.ascii_letters, min_size=2, max_size=9).filter(_plain),

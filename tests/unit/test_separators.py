@@ -34,6 +34,12 @@ EVASIONS = [
     ("respell", "what a b**ch", "what a bitch"),
     ("respell", "sh*t", "shit"),  # the most offensive reading, not "shut"
     ("respell", "you are an i*iot", "you are an idiot"),
+    ("phonetic", "phuck you", "fuck you"),
+    ("phonetic", "what an azzhole you are", "what an asshole you are"),
+    ("phonetic", "you're a fuqing disgrace", "you're a fucking disgrace"),
+    ("phonetic", "you are so stoopid", "you are so stupid"),
+    ("phonetic", "shut up, biatch", "shut up, bitch"),
+    ("phonetic", "you are a |oser", "you are a loser"),
     ("glued_words", "STUPIDIDIOT", "stupid idiot"),  # OCR of a video frame that lost the word gap
     ("glued_words", "you fuckingidiot!", "you fucking idiot!"),
     ("glued_words", "#dumbbitch", "#dumb bitch"),
@@ -63,6 +69,9 @@ CONTROLS = [
     ("respell", "*really* good, 2*3=6", "*really* good, 2*3=6"),  # emphasis and arithmetic stay
     ("respell", "the zzzqx code", "the zzzqx code"),  # no known reading: as written
     ("respell", "see www.example.com/aaa*b", "see www.example.com/aaa*b"),  # URLs are exempt
+    ("phonetic", "My phone died at the jazz club", "my phone died at the jazz club"),  # known words
+    ("phonetic", "a fuchsia dress in Phuket", "a fuchsia dress in phuket"),  # readings not offensive
+    ("phonetic", "Options: yes | no | maybe, a|b test", "options: yes | no | maybe, a|b test"),
     ("glued_words", "my therapist and therapists", "my therapist and therapists"),  # known; a 3-letter part
     ("glued_words", "Penistone is near Sheffield", "penistone is near sheffield"),  # one offensive part
     ("glued_words", "lunch at the whitehouse cafe", "lunch at the whitehouse cafe"),  # parts below the weight
@@ -96,6 +105,8 @@ def test_spans_cover_what_the_user_wrote():
         ("hey you_bitch", "bitch", "bitch"),
         ("f u c k y o u", "you", "y o u"),
         ("ha STUPIDIDIOT", "idiot", "IDIOT"),
+        ("go phuck off", "fuck", "phuck"),
+        ("a |oser", "loser", "|oser"),
     ]:
         n = normalize(written)
         start = n.text.index(word)
