@@ -42,6 +42,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from rtaudit.modelbuild.text import data as D  # noqa: E402
 from rtaudit.engine.text import encoder as E  # noqa: E402
+from rtaudit.engine.text import encoder_build as EB  # noqa: E402
 from rtaudit.modelbuild.text import evaluation as ev  # noqa: E402
 
 PRECISIONS = ("fp32", "int8")
@@ -145,14 +146,14 @@ def main() -> None:
     load_before = os.getloadavg()
     print(f"int8 encoder benchmark, {os.cpu_count()} CPUs, {load()}", flush=True)
     for p in PRECISIONS:
-        path = E.ensure_encoder_onnx(p)
+        path = EB.ensure_encoder_onnx(p)
         print(f"  {p}: {path.name} ({path.stat().st_size / 1e6:.1f} MB)", flush=True)
     texts = dev_texts(args.data, args.b64_texts)
     single = texts[::max(1, len(texts) // args.b1_texts)][: args.b1_texts]
     print(f"throughput: {len(texts)} texts at batch 64, {len(single)} at batch 1, {args.threads} intra-op thread(s), "
           f"{args.rounds} rounds", flush=True)
     with tempfile.TemporaryDirectory(prefix="rtaudit-fused-") as tmp:
-        fused = None if args.no_fused else E.fuse_bert_onnx(E.onnx_path("fp32"), Path(tmp) / "fused.onnx")
+        fused = None if args.no_fused else EB.fuse_bert_onnx(EB.onnx_path("fp32"), Path(tmp) / "fused.onnx")
         tp = throughput(args.threads, texts, single, args.rounds, fused)
     q = {} if args.skip_quality else (print("dev macro-F1 (same heads):", flush=True)
                                       or quality(args.data, args.quality_threads, args.max_rows, args.retrain))
@@ -205,7 +206,7 @@ def main() -> None:
         args.json.write_text(json.dumps({
             "threads": args.threads, "rounds": tp, "median": med, "best": best, "speedup_b64_median": speedup,
             "macro_f1": q, "load_before": load_before, "load_after": load_after,
-            "graphs": {p: E.onnx_path(p).name for p in PRECISIONS}}, indent=1))
+            "graphs": {p: EB.onnx_path(p).name for p in PRECISIONS}}, indent=1))
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 Usage: ``python benchmarks/int8_static.py [--data ../shared/data] [--calibration minmax|percentile] [--texts 600]``
 
-The shipped int8 graph (:func:`rtaudit.engine.text.encoder.quantize_encoder_onnx`) quantizes activations per batch
+The shipped int8 graph (:func:`rtaudit.engine.text.encoder_build.quantize_encoder_onnx`) quantizes activations per batch
 at run time (``DynamicQuantizeLinear``), so a text's embedding depends a little on what it is batched with. This
 builds a statically quantized graph from the same fp32 export (onnxruntime's ``quantize_static``, QDQ format, the
 same ops and weight settings: MatMul and Gather, per-channel int8 weights with ``reduce_range``; activation ranges
@@ -45,12 +45,13 @@ def main() -> None:
 
     from rtaudit.modelbuild.text import data as D
     from rtaudit.engine.text import encoder as E
+    from rtaudit.engine.text import encoder_build as EB
     from rtaudit.engine.text import encoder_delta as ED
     from rtaudit.engine.text.normalize import normalize
 
     delta = ED.EncoderDelta.from_manifest()
-    fp32, dynamic = E.ensure_encoder_onnx("fp32", delta), E.ensure_encoder_onnx("int8", delta)
-    tok = E._tokenizer(E.model_dir(), E.MAX_TOKENS)
+    fp32, dynamic = EB.ensure_encoder_onnx("fp32", delta), EB.ensure_encoder_onnx("int8", delta)
+    tok = E._tokenizer(EB.model_dir(), E.MAX_TOKENS)
     calibration = [normalize(e.text).text for name in ("hatexplain", "davidson")
                    for e in D.load(name, args.data, "train")[:4000:16]]
     dev = [normalize(e.text).text for e in D.load("olid", args.data, "dev")[:args.texts]]

@@ -3,7 +3,7 @@
 What runs: the fleet's own router quota (:class:`rtaudit.engine.quota.TenantQuotas` with each tenant's
 :class:`rtaudit.engine.policy.QuotaPolicy`) and the text stage's own micro-batcher
 (:class:`rtaudit.engine.batcher.Batcher` with the ``balanced`` profile's text limits from
-``workers/settings.py``), driven as a discrete-event simulation in *virtual* time: the model
+``workers/batch_settings.py``), driven as a discrete-event simulation in *virtual* time: the model
 stage is a fixed cost per batch (``b + a·n``, ``--batch-ms`` and ``--item-ms``), arrivals are
 seeded Poisson streams, and the lane topics are unbounded FIFOs (Kafka) that the intake moves
 into the batcher while its lane has room (``max_queued``) and, for the low lane, while the
@@ -39,7 +39,7 @@ from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.engine.lane_queue import LaneName, Pending
 from rtaudit.engine.policy import QuotaPolicy
 from rtaudit.engine.quota import TenantQuotas
-from rtaudit.workers.settings import BatchSettings
+from rtaudit.workers.batch_settings import BatchSettings
 
 T0_MS = 1_700_000_000_000.0
 QUIET, FLOOD = "quiet", "flood"

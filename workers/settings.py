@@ -6,12 +6,16 @@ with ``__``, plus the standard ``KAFKA_BOOTSTRAP_SERVERS``), then the TOML setti
 file (``RTAUDIT_CONFIG``, else ``./rtaudit.toml`` when present), then defaults.
 Tables (``[tenants.acme]``) merge key by key across sources.
 Library code never reads the environment: it takes values from here.
+
+The sections' models live beside the roles that read them: ``[batch]`` in
+:mod:`rtaudit.workers.batch_settings`, ``[gpu]`` in :mod:`rtaudit.workers.gpu_settings`, ``[av]`` in
+:mod:`rtaudit.workers.av_settings`, ``[explain]`` in :mod:`rtaudit.workers.explain_settings`, ``[drift]``
+and ``[tracing]`` in :mod:`rtaudit.workers.obs_settings`, ``[security]`` in :mod:`rtaudit.workers.security`.
 """
 
 from __future__ import annotations
 
 import difflib
-import math
 import os
 import tomllib
 from pathlib import Path
@@ -22,17 +26,18 @@ from pydantic_settings import BaseSettings, EnvSettingsSource, SettingsConfigDic
 
 from rtaudit.engine.batcher_config import BatcherConfig
 from rtaudit.engine.cpu import usable_cores  # noqa: F401  (Settings.model_threads; callers import it from here too)
-from rtaudit.engine.frames import SamplingParams
-from rtaudit.engine.isolation import Isolated
 from rtaudit.engine.media import MediaPolicy
-from rtaudit.engine.models.onnx import CudaOptions
 from rtaudit.engine.policy import (
     IMAGE_CATEGORIES, KNOWN_CATEGORIES, LEXICAL_CATEGORIES, TEXT_CATEGORIES, PolicyBook, TenantPolicy, uncovered_stage_message,
     uncovered_stages, unknown_category_message,
 )
 from rtaudit.topics.catalog import DEFAULT_PARTITIONS
-from rtaudit.workers.security import SecuritySettings
+from rtaudit.workers.av_settings import TimedMediaSettings
+from rtaudit.workers.batch_settings import BatchSettings
+from rtaudit.workers.explain_settings import ExplainSettings
+from rtaudit.workers.gpu_settings import GpuSettings
 from rtaudit.workers.obs_settings import DriftSettings, TracingSettings
+from rtaudit.workers.security import SecuritySettings
 
 if TYPE_CHECKING:
     from rtaudit.engine.bundle_stage import StageOptions
@@ -68,254 +73,6 @@ class MediaSettings(BaseModel):
         )
 
 
-class TimedMediaSettings(BaseModel):
-    """Audio, video and animated images (``engine/audio``, ``engine/frames.py``).
-
-    Attributes:
-        min_duration_s: shorter audio is refused as undecodable, seconds.
-        max_duration_s: longer audio or video is refused (``media_too_large``), seconds.
-        asr_threads: CTranslate2 threads of the recognizer; 0 = :meth:`Settings.model_threads`.
-        asr_beam_size: Whisper's decoding beam (1: greedy).
-        frame_interval_s: a frame is sampled at least this often, seconds.
-        scene_threshold: share (0-1) of a 32×32 grey thumbnail's pixels changed by more than 10 %
-            since the last sampled frame at or above which a frame is sampled as a scene change.
-        max_frames_video: most frames sampled from one video (the interval widens to fit).
-        max_frames_animation: most frames sampled from one animated image.
-        isolate_decoding: decode audio and video in a child process per item (a crash or hang
-            in FFmpeg costs the item, not the worker).
-        decode_timeout_s: longest decoding of one item in that child, seconds.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    min_duration_s: float = Field(default=0.1, ge=0.0)
-    max_duration_s: float = Field(default=1800.0, gt=0)
-    asr_threads: int = Field(default=0, ge=0, le=64)
-    asr_beam_size: int = Field(default=1, ge=1, le=10)
-    frame_interval_s: float = Field(default=1.0, gt=0)
-    scene_threshold: float = Field(default=0.05, gt=0, le=1)
-    max_frames_video: int = Field(default=24, ge=1, le=1000)
-    max_frames_animation: int = Field(default=12, ge=1, le=1000)
-    isolate_decoding: bool = True
-    decode_timeout_s: float = Field(default=60.0, gt=0)
-
-    def decoder(self, *preload: str) -> Isolated | None:
-        """The child-process decoder of an audio or video worker (``None`` when not isolating)."""
-        return Isolated(self.decode_timeout_s, preload) if self.isolate_decoding else None
-
-    def sampling(self, kind: Literal["video", "animation"]) -> SamplingParams:
-        """Frame sampling of a video or an animated image."""
-        cap = self.max_frames_video if kind == "video" else self.max_frames_animation
-        return SamplingParams(interval_s=self.frame_interval_s, scene_threshold=self.scene_threshold, max_frames=cap)
-class ExplainSettings(BaseModel):
-    """The explain role (``workers/explain.py``, docs/explanations.md).
-
-    Attributes:
-        enabled: ``rtaudit up`` and ``rtaudit demo`` start the role (when the ``explain`` extra is installed).
-        decisions: verdict decisions whose image parts get a heatmap; empty: on demand only.
-        method: ``gradcam++`` or ``gradcam``.
-        target: the open_nsfw class explained.
-        heatmap_side_px: longest side of the evidence PNG, pixels.
-        heatmap_max_bytes: most bytes of the evidence PNG (before base64).
-        box_threshold: fraction of the peak that bounds the peak box.
-        retention_ms: how long an image task stays held for on-demand requests, ms.
-        held_bytes: most raw image-task bytes held in memory.
-        verdict_wait_ms: how long a verdict or an on-demand request waits for an image task not read yet, ms.
-        batch_size: most records per consume (each may cost a heatmap, ~30-200 ms on CPU).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    enabled: bool = True
-    decisions: list[Literal["allow", "review", "block"]] = Field(default_factory=lambda: ["review", "block"])  # type: ignore[arg-type]  # mypy reads the lambda's list as list[str], not of the Literal
-    method: Literal["gradcam++", "gradcam"] = "gradcam++"
-    target: Literal["nsfw", "sfw"] = "nsfw"
-    heatmap_side_px: int = Field(default=64, ge=8, le=512)
-    heatmap_max_bytes: int = Field(default=8 * 1024, ge=256, le=1024 * 1024)
-    box_threshold: float = Field(default=0.5, gt=0.0, le=1.0)
-    retention_ms: int = Field(default=600_000, ge=1000)
-    held_bytes: int = Field(default=256 * 1024 * 1024, ge=1024 * 1024)
-    verdict_wait_ms: int = Field(default=30_000, ge=100)
-    batch_size: int = Field(default=32, ge=1, le=2000)
-
-
-#: Stages with a model batcher; per-stage maps (``max_size``, ``min_size``) are keyed by these.
-BATCH_STAGES = ("text", "image", "ocr", "audio", "video")
-
-
-class BatchProfile(BaseModel):
-    """A named point on the latency/throughput curve (docs/batching.md "Batching profiles").
-
-    Attributes:
-        window_ms: window from the oldest queued item at zero consumer lag, ms.
-        max_window_ms: window at lag >= ``lag_high``, ms.
-        max_size: most items per batch, per stage.
-        min_size: size limit at zero lag, per stage (grows to ``max_size`` with lag).
-        lo_share: share of batch slots owed to the low lane when both lanes are backlogged.
-        lag_low_batches: consumer lag at or below which window and size are at their minimum...
-        lag_high_batches: ...and at or above which they are at their maximum.
-        pause_hi_lag_batches: pause fetching the low lane while the high lane's lag is above this...
-        resume_hi_lag_batches: ...and resume once it is at or below this.
-        deadline_margin_ms: close a batch this long before (earliest deadline − expected duration).
-        busy_low: model occupancy (share of the last second spent inferring) above which the
-            window and size limit grow as they do with lag, reaching their maximum at 0.95;
-            ``None`` or 1 = lag alone (see :class:`rtaudit.engine.batcher_config.BatcherConfig`).
-
-    Lags are in *batches* of the stage's ``max_size`` (so one profile fits a 64-item text
-    stage and a 2-item OCR stage alike); the batcher gets ``ceil(batches · max_size)`` messages.
-    """
-
-    model_config = ConfigDict(extra="forbid", frozen=True)
-    window_ms: float = Field(gt=0, le=10_000)
-    max_window_ms: float = Field(gt=0, le=10_000)
-    max_size: dict[str, int]
-    min_size: dict[str, int]
-    lo_share: float = Field(ge=0.0, le=1.0)
-    lag_low_batches: float = Field(ge=0)
-    lag_high_batches: float = Field(gt=0)
-    pause_hi_lag_batches: float = Field(ge=0)
-    resume_hi_lag_batches: float = Field(ge=0)
-    deadline_margin_ms: float = Field(default=2.0, ge=0)
-    busy_low: float | None = Field(default=None, ge=0.0, le=1.0)
-
-
-#: The named profiles. ``balanced`` is the default (15 ms window, the issue's default).
-PROFILES: dict[str, BatchProfile] = {
-    # smallest batches and windows; the low lane is paused as soon as the high lane lags
-    "latency": BatchProfile(
-        window_ms=2.0, max_window_ms=8.0,
-        max_size={"text": 16, "image": 4, "ocr": 1, "audio": 2, "video": 1}, min_size={"text": 4, "image": 1, "ocr": 1, "audio": 1, "video": 1},
-        lo_share=0.1, lag_low_batches=0, lag_high_batches=1, pause_hi_lag_batches=0, resume_hi_lag_batches=0,
-    ),
-    "balanced": BatchProfile(
-        window_ms=15.0, max_window_ms=40.0,
-        max_size={"text": 64, "image": 8, "ocr": 2, "audio": 2, "video": 1}, min_size={"text": 16, "image": 2, "ocr": 1, "audio": 1, "video": 1},
-        lo_share=0.2, lag_low_batches=0, lag_high_batches=4, pause_hi_lag_batches=0.25, resume_hi_lag_batches=0.0625,
-        busy_low=0.8,
-    ),
-    # full batches from the start, long windows; the low lane keeps a larger share
-    "throughput": BatchProfile(
-        window_ms=40.0, max_window_ms=100.0,
-        max_size={"text": 256, "image": 16, "ocr": 4, "audio": 2, "video": 1}, min_size={"text": 256, "image": 16, "ocr": 4, "audio": 1, "video": 1},
-        lo_share=0.3, lag_low_batches=0, lag_high_batches=8, pause_hi_lag_batches=2, resume_hi_lag_batches=0.5,
-        busy_low=0.6,
-    ),
-}
-ProfileName = Literal["latency", "balanced", "throughput"]
-
-
-class BatchSettings(BaseModel):
-    """Micro-batching: a named profile, and explicit overrides that win over it.
-
-    ``RTAUDIT_BATCH__PROFILE=latency`` picks a profile; any other key set here
-    (file or ``RTAUDIT_BATCH__<KEY>``) replaces the profile's value; ``max_size``
-    and ``min_size`` override per stage (``{ text = 32 }`` keeps the profile's
-    image and OCR sizes). Every stage's resulting :class:`BatcherConfig` is
-    validated at start-up.
-    """
-
-    model_config = ConfigDict(extra="forbid")
-    profile: ProfileName = "balanced"
-    window_ms: float | None = Field(default=None, gt=0, le=10_000)
-    max_window_ms: float | None = Field(default=None, gt=0, le=10_000)
-    max_size: dict[str, int] = Field(default_factory=dict)
-    min_size: dict[str, int] = Field(default_factory=dict)
-    lo_share: float | None = Field(default=None, ge=0.0, le=1.0)
-    lag_low_batches: float | None = Field(default=None, ge=0)
-    lag_high_batches: float | None = Field(default=None, gt=0)
-    pause_hi_lag_batches: float | None = Field(default=None, ge=0)
-    resume_hi_lag_batches: float | None = Field(default=None, ge=0)
-    deadline_margin_ms: float | None = Field(default=None, ge=0)
-    busy_low: float | None = Field(default=None, ge=0.0, le=1.0)
-
-    @model_validator(mode="after")
-    def _valid_per_stage(self) -> "BatchSettings":
-        for stage in BATCH_STAGES:
-            self.config(stage)  # raises ValueError naming the bad combination
-        return self
-
-    def effective(self) -> BatchProfile:
-        """The profile with the explicit overrides applied."""
-        base = PROFILES[self.profile]
-        overrides = {k: v for k, v in self.model_dump(exclude={"profile", "max_size", "min_size"}).items() if v is not None}
-        max_size = {**base.max_size, **self.max_size}
-        # an overridden max below the profile's min drags the min down with it
-        min_size = {s: min(n, max_size.get(s, n)) for s, n in {**base.min_size, **self.min_size}.items()}
-        merged = {**base.model_dump(), **overrides, "max_size": max_size, "min_size": min_size}
-        merged["max_window_ms"] = max(merged["max_window_ms"], merged["window_ms"])
-        merged["resume_hi_lag_batches"] = min(merged["resume_hi_lag_batches"], merged["pause_hi_lag_batches"])
-        return BatchProfile(**merged)
-
-    def config(self, stage: str, max_size: int | None = None) -> BatcherConfig:
-        """The batcher limits of ``stage`` (``text``, ``image``, ``ocr``; others get the text sizes);
-        ``max_size``: the size limit instead of the profile's (a GPU stage's, :meth:`Settings.batcher_config`),
-        lag thresholds scaled by it as by the profile's."""
-        p = self.effective()
-        max_size = max_size or p.max_size.get(stage, p.max_size.get("text", 8))
-
-        def messages(batches: float) -> int:
-            return math.ceil(batches * max_size - 1e-9)
-
-        lag_low = messages(p.lag_low_batches)
-        return BatcherConfig(
-            max_size=max_size, min_size=min(p.min_size.get(stage, max_size), max_size),
-            window_ms=p.window_ms, max_window_ms=p.max_window_ms,
-            lag_low=lag_low, lag_high=max(messages(p.lag_high_batches), lag_low + 1),
-            lo_share=p.lo_share, pause_hi_lag=messages(p.pause_hi_lag_batches),
-            resume_hi_lag=min(messages(p.resume_hi_lag_batches), messages(p.pause_hi_lag_batches)),
-            deadline_margin_ms=p.deadline_margin_ms,
-            busy_low=None if p.busy_low is None or p.busy_low >= 1.0 else p.busy_low,
-        )
-
-
-class GpuSettings(BaseModel):
-    """Where each stage runs and how the CUDA execution provider is set up (``[gpu]`` installs only:
-    with the CPU build of onnxruntime, or ``prefer_gpu = false``, every stage runs on CPU).
-
-    Attributes:
-        stage_devices: ``cpu`` | ``cuda`` per stage (``text``, ``image``, ``ocr``); a stage not listed
-            runs on CPU. Default as the seed deploys it: text on CPU (int8 MiniLM), vision on the GPU.
-        max_batch: micro-batch size limit per stage when that stage runs on CUDA (items); replaces
-            ``batch.max_size`` for it. GPU batches are larger than CPU ones: a batch is one kernel
-            launch sequence, so per-item cost falls until the card is full (the device check,
-            ``benchmarks/gpu/run.sh``, measures items/s at batch 1-256 per model).
-        device_id, mem_limit_mib, arena_extend_strategy, cudnn_conv_algo_search, use_tf32,
-            do_copy_in_default_stream: :class:`rtaudit.engine.models.onnx.CudaOptions`
-            (``mem_limit_mib`` 0: no cap).
-    """
-
-    model_config = ConfigDict(extra="forbid")
-
-    #: ``cpu`` or ``cuda`` per stage (``text``, ``image``, ``ocr``); a stage not listed runs on CPU.
-    stage_devices: dict[Literal["text", "image", "ocr"], Literal["cpu", "cuda"]] = Field(
-        default_factory=lambda: {"text": "cpu", "image": "cuda", "ocr": "cuda"})  # type: ignore[arg-type]  # the lambda's dict read as dict[str, str]
-    #: micro-batch size limit of a stage that runs on CUDA, items (replaces ``batch.max_size`` for it).
-    max_batch: dict[Literal["text", "image", "ocr"], int] = Field(
-        default_factory=lambda: {"text": 256, "image": 64, "ocr": 16})  # type: ignore[arg-type]  # the lambda's dict read as dict[str, int]
-    #: CUDA device ordinal.
-    device_id: int = Field(default=0, ge=0)
-    #: cap of the CUDA provider's memory arena, MiB; 0: no cap.
-    mem_limit_mib: int = Field(default=0, ge=0)
-    #: arena growth: as requested (tight when workers share a card) or in powers of two.
-    arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = "kSameAsRequested"
-    #: cuDNN convolution algorithm choice: ``EXHAUSTIVE`` benchmarks each input shape once.
-    cudnn_conv_algo_search: Literal["EXHAUSTIVE", "HEURISTIC", "DEFAULT"] = "HEURISTIC"
-    #: TF32 tensor cores for fp32 MatMul/Conv (faster, ~10-bit mantissa products).
-    use_tf32: bool = False
-    #: copy inputs and outputs in the compute stream (onnxruntime's recommendation).
-    do_copy_in_default_stream: bool = True
-
-    @model_validator(mode="after")
-    def _batches_positive(self) -> "GpuSettings":
-        bad = {s: n for s, n in self.max_batch.items() if not 1 <= n <= 4096}
-        if bad:
-            raise ValueError(f"gpu.max_batch must be 1..4096 per stage, got {bad}")
-        return self
-
-    def cuda_options(self) -> CudaOptions:
-        """The provider options these settings name."""
-        return CudaOptions(device_id=self.device_id, gpu_mem_limit_bytes=self.mem_limit_mib << 20,
-                           arena_extend_strategy=self.arena_extend_strategy,
-                           cudnn_conv_algo_search=self.cudnn_conv_algo_search,
-                           do_copy_in_default_stream=self.do_copy_in_default_stream, use_tf32=self.use_tf32)
 #: the escape hatch of the category checks, as a settings file and the environment spell it.
 ALLOW_UNKNOWN_KEY = "allow_unknown_category = true (RTAUDIT_ALLOW_UNKNOWN_CATEGORY=1)"
 

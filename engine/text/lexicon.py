@@ -35,7 +35,7 @@ OFFENSIVE_RANK = 3000
 
 @lru_cache(maxsize=1)
 def _vocabulary() -> dict[str, int]:
-    from rtaudit.engine.text.encoder import model_dir
+    from rtaudit.engine.text.encoder_build import model_dir
 
     vocab = json.loads((model_dir() / "tokenizer.json").read_text(encoding="utf-8"))["model"]["vocab"]
     words = [w for w, _ in sorted(vocab.items(), key=lambda kv: kv[1]) if w.isascii() and w.isalpha()]

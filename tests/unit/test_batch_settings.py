@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from rtaudit.workers.settings import PROFILES, Settings, SettingsError, load_settings
+from rtaudit.workers.batch_settings import PROFILES
+from rtaudit.workers.settings import Settings, SettingsError, load_settings
 
 REPO = Path(__file__).resolve().parents[2]
 

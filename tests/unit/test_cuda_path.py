@@ -14,7 +14,8 @@ import onnxruntime as ort
 import pytest
 
 from rtaudit.engine.models import onnx as O
-from rtaudit.workers.settings import GpuSettings, Settings
+from rtaudit.workers.gpu_settings import GpuSettings
+from rtaudit.workers.settings import Settings
 
 BOTH = ["CUDAExecutionProvider", "CPUExecutionProvider"]
 

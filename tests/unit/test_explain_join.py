@@ -113,7 +113,8 @@ def test_forget_drops_a_revoked_partitions_state():
 def test_rtaudit_up_adds_the_explain_role_only_when_enabled_and_installed(monkeypatch):
     from rtaudit.tools.fleet import local as fleet
     from rtaudit.workers.roles import ROLES
-    from rtaudit.workers.settings import ExplainSettings, Settings
+    from rtaudit.workers.explain_settings import ExplainSettings
+    from rtaudit.workers.settings import Settings
 
     on, off = Settings(), Settings(explain=ExplainSettings(enabled=False))
     monkeypatch.setattr(fleet, "explain_unavailable", lambda: None)

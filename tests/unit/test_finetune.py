@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rtaudit.engine.text import encoder as E
+from rtaudit.engine.text import encoder_build as EB
 
 from rtaudit.engine.text import encoder_delta as ED
 from rtaudit.modelbuild.text import finetune as F
@@ -26,8 +27,8 @@ def delta(tmp_path) -> ED.EncoderDelta:
 
 
 def test_delta_is_added_to_the_wheel_weights(delta):
-    base = E.pooled_module(E.model_dir())
-    tuned = E.pooled_module(E.model_dir(), delta=delta)
+    base = EB.pooled_module(EB.model_dir())
+    tuned = EB.pooled_module(EB.model_dir(), delta=delta)
     got = dict(tuned.bert.named_parameters())[PARAM] - dict(base.bert.named_parameters())[PARAM]
     assert np.allclose(got.detach().numpy(), 0.25)
     same = dict(tuned.bert.named_parameters())["encoder.layer.4.output.dense.bias"]
@@ -37,14 +38,14 @@ def test_delta_is_added_to_the_wheel_weights(delta):
 def test_a_delta_whose_sha256_differs_is_refused(delta):
     wrong = ED.EncoderDelta(((delta.paths[0], "0" * 64),))
     with pytest.raises(ArtifactError, match="does not match"):
-        E.pooled_module(E.model_dir(), delta=wrong)
+        EB.pooled_module(EB.model_dir(), delta=wrong)
 
 
 def test_a_delta_naming_unknown_parameters_is_refused(tmp_path):
     path = tmp_path / "bad.npz"
     np.savez(path, **{"encoder.layer.9.output.dense.bias": np.zeros(384, np.float16)})
     with pytest.raises(ArtifactError, match="lacks"):
-        E.pooled_module(E.model_dir(), delta=ED.EncoderDelta.of(path))
+        EB.pooled_module(EB.model_dir(), delta=ED.EncoderDelta.of(path))
 
 
 def test_a_packed_delta_is_int8_per_row_within_half_a_step():
@@ -74,8 +75,8 @@ def test_a_packed_delta_file_is_applied_like_the_float_one(tmp_path):
     change = np.random.default_rng(1).standard_normal((384, 1536)).astype(np.float32) * 1e-3
     name = "encoder.layer.5.output.dense.weight"
     np.savez_compressed(path, **ED.pack_delta({name: change}))
-    base = dict(E.pooled_module(E.model_dir()).bert.named_parameters())[name].detach().numpy()
-    tuned = dict(E.pooled_module(E.model_dir(), delta=ED.EncoderDelta.of(path)).bert.named_parameters())[name]
+    base = dict(EB.pooled_module(EB.model_dir()).bert.named_parameters())[name].detach().numpy()
+    tuned = dict(EB.pooled_module(EB.model_dir(), delta=ED.EncoderDelta.of(path)).bert.named_parameters())[name]
     assert np.abs(tuned.detach().numpy() - base - change).max() <= np.abs(change).max() / 254 + 1e-6
 
 
@@ -119,17 +120,17 @@ def test_the_parts_of_a_delta_are_each_checked_and_never_overlap(tmp_path):
 
 
 def test_the_delta_names_the_graph(delta):
-    for p in E.PRECISIONS:
-        assert E.onnx_path(p, delta) != E.onnx_path(p)
-        assert delta.tag in E.onnx_path(p, delta).name and delta.sha256[:12] in delta.tag
-    assert E.onnx_path("fp32") == E.cache_dir() / f"minilm-l6-meanpool-hidden-{E.source_sha256()[:12]}-op{E.OPSET}.onnx"
+    for p in EB.PRECISIONS:
+        assert EB.onnx_path(p, delta) != EB.onnx_path(p)
+        assert delta.tag in EB.onnx_path(p, delta).name and delta.sha256[:12] in delta.tag
+    assert EB.onnx_path("fp32") == EB.cache_dir() / f"minilm-l6-meanpool-hidden-{EB.source_sha256()[:12]}-op{EB.OPSET}.onnx"
 
 
 def test_cached_states_through_the_top_layers_equal_the_full_model():
     import torch
 
-    full = E.pooled_module(E.model_dir())
-    tok = E._tokenizer(E.model_dir(), E.MAX_TOKENS)
+    full = EB.pooled_module(EB.model_dir())
+    tok = E._tokenizer(EB.model_dir(), E.MAX_TOKENS)
     ids = [e.ids for e in tok.encode_batch(TEXTS)]
     model = F.TopLayers(head=EnglishHead.load(verified_path("en_head.npz")))
     states = []
@@ -170,7 +171,7 @@ def test_the_shipped_delta_if_any_is_verified_and_small():
     name = manifest["source_model"].get("encoder_delta")
     d = ED.EncoderDelta.from_manifest()
     if name is None:  # the shipped head reads the plain wheel encoder: its graph name says so
-        assert d is None and "-ft" not in E.onnx_path("fp32", d).name
+        assert d is None and "-ft" not in EB.onnx_path("fp32", d).name
         return
     assert d is not None and all(p.stat().st_size <= 5_000_000 for p in d.paths)  # the house limit on one file
-    assert set(d.arrays()) <= {k for k, _ in E.pooled_module(E.model_dir()).bert.named_parameters()}
+    assert set(d.arrays()) <= {k for k, _ in EB.pooled_module(EB.model_dir()).bert.named_parameters()}

@@ -9,6 +9,7 @@ import onnxruntime as ort
 import pytest
 
 from rtaudit.engine.text import encoder as E
+from rtaudit.engine.text import encoder_build as EB
 
 from rtaudit.engine.text import encoder_delta as ED
 
@@ -30,11 +31,11 @@ MIN_COSINE = 0.95
 
 @pytest.fixture(scope="module")
 def encoders() -> dict[str, E.MiniLMEncoder]:
-    return {p: E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1, precision=p) for p in E.PRECISIONS}
+    return {p: E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1, precision=p) for p in EB.PRECISIONS}
 
 
 def test_the_int8_graph_builds_from_the_wheels_export_and_loads(tmp_path):
-    dest = E.quantize_encoder_onnx(tmp_path / "int8.onnx", source=E.ensure_encoder_onnx("fp32"))
+    dest = EB.quantize_encoder_onnx(tmp_path / "int8.onnx", source=EB.ensure_encoder_onnx("fp32"))
     assert [p.name for p in tmp_path.iterdir()] == ["int8.onnx"]  # no temporary left behind
     model = onnx.load(str(dest))
     ops = {n.op_type for n in model.graph.node}
@@ -42,7 +43,7 @@ def test_the_int8_graph_builds_from_the_wheels_export_and_loads(tmp_path):
     weights = {i.name for i in model.graph.initializer}
     # every MatMul left is activation x activation (attention scores and their mix), none has a weight
     assert not [n.name for n in model.graph.node if n.op_type == "MatMul" and weights & set(n.input)]
-    assert dest.stat().st_size < E.onnx_path("fp32").stat().st_size / 3
+    assert dest.stat().st_size < EB.onnx_path("fp32").stat().st_size / 3
     sess = ort.InferenceSession(str(dest), providers=["CPUExecutionProvider"])
     assert [o.name for o in sess.get_outputs()] == ["embedding", "hidden"]
     ids = np.array([[101, 7592, 2088, 102, 0]], dtype=np.int64)
@@ -53,11 +54,11 @@ def test_the_int8_graph_builds_from_the_wheels_export_and_loads(tmp_path):
 
 
 def test_the_int8_graph_sits_beside_fp32_keyed_by_source_and_recipe():
-    fp32, int8 = E.onnx_path("fp32"), E.onnx_path("int8")
-    assert fp32.parent == int8.parent == E.cache_dir()
-    assert E.source_sha256()[:12] in int8.name and E.INT8_RECIPE in int8.name and int8 != fp32
+    fp32, int8 = EB.onnx_path("fp32"), EB.onnx_path("int8")
+    assert fp32.parent == int8.parent == EB.cache_dir()
+    assert EB.source_sha256()[:12] in int8.name and EB.INT8_RECIPE in int8.name and int8 != fp32
     with pytest.raises(ValueError):
-        E.onnx_path("int4")
+        EB.onnx_path("int4")
 
 
 def test_int8_embeddings_are_close_to_fp32(encoders):
@@ -79,8 +80,8 @@ def test_int8_embeddings_are_close_to_fp32(encoders):
 
 def test_the_model_version_names_the_precision(encoders):
     v32, v8 = encoders["fp32"].version, encoders["int8"].version
-    assert v32 != v8 and "int8" in v8 and E.INT8_RECIPE in v8 and "int8" not in v32
-    assert encoders["int8"].path == E.onnx_path("int8") and encoders["fp32"].path == E.onnx_path("fp32")
+    assert v32 != v8 and "int8" in v8 and EB.INT8_RECIPE in v8 and "int8" not in v32
+    assert encoders["int8"].path == EB.onnx_path("int8") and encoders["fp32"].path == EB.onnx_path("fp32")
 
 
 def test_the_text_scorer_version_differs_by_precision(text_scorer):
@@ -101,7 +102,7 @@ def test_the_setting_selects_the_graph(monkeypatch, value):
     settings = load_settings()
     assert settings.text_encoder_precision == value
     enc = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1, precision=settings.text_encoder_precision)
-    assert enc.precision == value and enc.path == E.onnx_path(value)
+    assert enc.precision == value and enc.path == EB.onnx_path(value)
     unset = E.MiniLMEncoder(prefer_gpu=False, intra_op_threads=1)  # no precision: auto, whatever the environment says
     assert unset.precision == E.CPU_DEFAULT
 
@@ -114,8 +115,8 @@ def test_the_cache_setting_places_the_graphs(monkeypatch, tmp_path):
     monkeypatch.setenv("RTAUDIT_CACHE", str(tmp_path / "models"))
     cache = load_settings().cache
     assert cache == tmp_path / "models"
-    assert E.onnx_path("int8", cache=cache).parent == tmp_path / "models"
-    assert E.onnx_path("int8").parent == E.DEFAULT_CACHE
+    assert EB.onnx_path("int8", cache=cache).parent == tmp_path / "models"
+    assert EB.onnx_path("int8").parent == EB.DEFAULT_CACHE
     assert load_settings().stage_options().cache == cache
 
 
@@ -124,7 +125,7 @@ def test_auto_is_the_cpu_default_on_cpu_and_fp32_on_cuda():
     assert E.resolve_precision("auto", on_gpu=False) == E.CPU_DEFAULT
     assert E.resolve_precision(None, on_gpu=True) == E.GPU_DEFAULT == "fp16"
     assert E.resolve_precision("int8", on_gpu=True) == "int8"  # explicit wins
-    assert E.CPU_DEFAULT in E.PRECISIONS
+    assert E.CPU_DEFAULT in EB.PRECISIONS
     with pytest.raises(ValueError):
         E.resolve_precision("int4", on_gpu=False)
 
@@ -146,7 +147,7 @@ def test_build_encoder_command_builds_both_graphs_beside_each_other():
     assert result.exit_code == 0, result.output
     out = " ".join(result.output.split())  # rich may wrap long paths
     delta = ED.EncoderDelta.from_manifest()  # the encoder the shipped head reads (fine-tuned layers, if any)
-    fp32, int8 = E.onnx_path("fp32", delta), E.onnx_path("int8", delta)
+    fp32, int8 = EB.onnx_path("fp32", delta), EB.onnx_path("int8", delta)
     assert fp32.name in out.replace(" ", "") and int8.name in out.replace(" ", "")
     assert fp32.exists() and int8.exists()
     bad = CliRunner().invoke(app, ["text", "build-encoder", "--precision", "int4"])
@@ -164,7 +165,7 @@ def test_the_text_worker_passes_its_settings_precision(monkeypatch, tmp_path):
     monkeypatch.delenv("RTAUDIT_TEXT_ENCODER_PRECISION", raising=False)
     stage = stage_factory(Settings(text_encoder_precision="int8", prefer_gpu=False, inference_threads=1))
     assert stage.scorer.encoder.precision == "int8"
-    assert E.INT8_RECIPE in stage.model.version  # what each partial names as its model
+    assert EB.INT8_RECIPE in stage.model.version  # what each partial names as its model
 
 
 def test_an_int8_embedding_does_not_depend_on_its_batch(encoders):

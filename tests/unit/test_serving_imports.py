@@ -3,8 +3,8 @@ worker module in a fresh interpreter loads nothing from :mod:`rtaudit.modelbuild
 (:mod:`rtaudit.tools`) or the CLI (:mod:`rtaudit.cli`), and neither torch, scikit-learn nor matplotlib.
 
 torch and scikit-learn stay importable where serving reaches them lazily, at run time and not at
-import: ``engine/text/encoder.py`` imports torch to export the ONNX graph once (when it is not
-cached) and for the torch encoder on CUDA; ``engine/text/heads.py`` imports scikit-learn's hashing
+import: ``engine/text/encoder_build.py`` imports torch to export the ONNX graph once (when it is not
+cached), ``engine/text/encoder.py`` for the torch encoder on CUDA; ``engine/text/heads.py`` imports scikit-learn's hashing
 for the Chinese model when it scores."""
 
 from __future__ import annotations

@@ -30,7 +30,7 @@ def test_training_data_is_the_data_the_manifest_names(data_dir):
 
 
 def test_encoder_source_weights_match_the_manifest():
-    from rtaudit.engine.text.encoder import source_sha256
+    from rtaudit.engine.text.encoder_build import source_sha256
 
     assert load_manifest()["source_model"]["model.safetensors_sha256"] == source_sha256()
 

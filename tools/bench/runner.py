@@ -39,7 +39,8 @@ from rtaudit.tools.bench.load import load_stage
 from rtaudit.tools.bench.inputs import Corpus, Limit, measure_limit, modality_of, request_value, task_value
 from rtaudit.tools.bench.rig import Rig, Stream, run_step
 from rtaudit.tools.bench.stats import StepResult, find_knee, midpoint_rate, peak_throughput, step_rates
-from rtaudit.workers.settings import PROFILES, Settings, usable_cores
+from rtaudit.workers.batch_settings import PROFILES
+from rtaudit.workers.settings import Settings, usable_cores
 
 log = logging.getLogger(__name__)
 STAGES = ("text", "image", "ocr")
@@ -469,5 +470,5 @@ def _relabel(step: StepResult, target: str) -> StepResult:
 
 
 def available_profiles() -> tuple[str, ...]:
-    """The named batching profiles (``rtaudit.workers.settings.PROFILES``)."""
+    """The named batching profiles (``rtaudit.workers.batch_settings.PROFILES``)."""
     return tuple(PROFILES)
