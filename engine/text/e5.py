@@ -41,7 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rtaudit.engine.text.encoder import EmbeddingCache, SURROGATE, cache_dir
+from rtaudit.engine.text.encoder import EmbeddingCache, SURROGATE
+from rtaudit.engine.text.encoder_build import cache_dir
 
 if TYPE_CHECKING:
     import torch

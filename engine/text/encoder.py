@@ -31,15 +31,10 @@ import numpy as np
 
 from typing import Any, TYPE_CHECKING
 
-from rtaudit.engine.text.encoder_build import OPSET, model_dir, pooled_module
-from rtaudit.engine.text.encoder_delta import EncoderDelta
-# ``name as name``: cli/text.py (``rtaudit text build-encoder``) and engine/text/e5.py import these from this module
-from rtaudit.engine.text.encoder_build import (  # noqa: F401  (the build functions: for those callers)
-    FP16_RECIPE as FP16_RECIPE, INT8_RECIPE as INT8_RECIPE, PRECISIONS as PRECISIONS, cache_dir as cache_dir,
-    convert_encoder_fp16 as convert_encoder_fp16, ensure_encoder_onnx as ensure_encoder_onnx,
-    export_encoder_onnx as export_encoder_onnx, onnx_path as onnx_path, quantize_encoder_onnx as quantize_encoder_onnx,
-    source_sha256 as source_sha256,
+from rtaudit.engine.text.encoder_build import (
+    FP16_RECIPE, INT8_RECIPE, OPSET, PRECISIONS, cache_dir, ensure_encoder_onnx, model_dir, pooled_module, source_sha256,
 )
+from rtaudit.engine.text.encoder_delta import EncoderDelta
 
 if TYPE_CHECKING:
     from rtaudit.engine.models.onnx import CudaOptions
