@@ -123,7 +123,7 @@ def _tombstone(s: Settings, subject: str, expects: int | None) -> None:
     producer = RecoveringProducer(producer_config(s), name="control-cli")
     offsets: list[int] = []
     producer.produce(CONTROL, value=None, key=subject.encode(), partition=0,
-                     on_delivery=lambda err, m: offsets.append(-1 if err else m.offset()))
+                     on_delivery=lambda err, m: offsets.append(-1 if err else (m.offset() or 0)))
     if producer.flush(10) != 0 or not offsets or offsets[0] < 0:
         raise fail(f"the {subject} tombstone was not acknowledged: is the broker at {s.bootstrap} up?")
     console.print(f"{subject} cleared at offset {offsets[0]} (version {in_force} was in force): "
@@ -344,7 +344,7 @@ class _Tail:
             for m in consume_batch(self.consumer, 500, 0.2, self.gaps):
                 if m.error() is None:
                     out.append(m)
-                    self.next = m.offset() + 1
+                    self.next = (m.offset() or 0) + 1
             _, high = self.consumer.get_watermark_offsets(TopicPartition(self.topic, 0), cached=True)
             if high >= 0 and self.next >= high:
                 return out

@@ -316,7 +316,7 @@ class RecordReader(Generic[R]):
             if msg is None or msg.error() or not self._gaps.filter([msg]):
                 continue
             try:
-                record = decode(msg.value(), self.model)
+                record = decode(msg.value() or b"", self.model)
             except AuditError:
                 continue
             if self._seen is not None:

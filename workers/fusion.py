@@ -183,7 +183,7 @@ class VerdictReader:
             return {}
         partitions = [TopicPartition(SCORES, p) for p in parts]
         committed = {tp.partition: tp.offset for tp in self.consumer.committed(partitions, timeout=REBUILD_READ_TIMEOUT_S)}
-        reader = Consumer(consumer_config(self.settings, f"{GROUP_ID}-rebuild", **{"enable.partition.eof": True}))
+        reader = Consumer(consumer_config(self.settings, f"{GROUP_ID}-rebuild", None, **{"enable.partition.eof": True}))
         out: dict[int, list[DecidedId]] = {}
         try:
             for p in parts:

@@ -51,17 +51,18 @@ class OffsetGapGuard:
             if m.error() is not None:
                 out.append(m)
                 continue
-            tp = (m.topic(), m.partition())
+            tp = (m.topic() or "", m.partition() or 0)
+            offset = m.offset() or 0
             if tp in rewound:
                 continue
             want = self.expected.get(tp)
-            if want is not None and m.offset() > want:
-                key = (*tp, want)
+            if want is not None and offset > want:
+                key = (tp[0], tp[1], want)
                 tries = self._retries.get(key, 0)
                 if tries < self.max_retries:
                     self._retries[key] = tries + 1
                     log.warning("%s: fetch of %s[%s] skipped offsets %s..%s; reading them again (try %s)",
-                                self.role, tp[0], tp[1], want, m.offset() - 1, tries + 1)
+                                self.role, tp[0], tp[1], want, offset - 1, tries + 1)
                     metrics.FETCH_GAPS.labels(self.role, tp[0], "reread").inc()
                     try:
                         self.consumer.seek(TopicPartition(tp[0], tp[1], want))
@@ -71,11 +72,11 @@ class OffsetGapGuard:
                         rewound.add(tp)
                         continue
                 log.warning("%s: offsets %s..%s of %s[%s] are still missing after %s re-reads; going on",
-                            self.role, want, m.offset() - 1, tp[0], tp[1], tries)
+                            self.role, want, offset - 1, tp[0], tp[1], tries)
                 metrics.FETCH_GAPS.labels(self.role, tp[0], "accepted").inc()
                 del self._retries[key]
             elif self._retries and want is not None:
-                self._retries.pop((*tp, want), None)  # the re-read brought the missing record
-            self.expected[tp] = m.offset() + 1
+                self._retries.pop((tp[0], tp[1], want), None)  # the re-read brought the missing record
+            self.expected[tp] = offset + 1
             out.append(m)
         return out

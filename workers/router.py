@@ -162,7 +162,7 @@ class RouterHandler(HandlerBase):
 
     def handle(self, records: Sequence[Record], now_ms: int) -> list[Emit]:
         self.refresh_policies()
-        self._out = out = []
+        self._out = out = list[Emit]()
         for m in records:
             self.route(m, now_ms)
             self.next_offset[m.partition() or 0] = (m.offset() or 0) + 1  # once its outputs are returned (or it is held)
@@ -174,7 +174,7 @@ class RouterHandler(HandlerBase):
         """Route the held requests whose reservation is paid by ``now_ms``."""
         if not len(self.held):
             return []
-        self._out = out = []
+        self._out = out = list[Emit]()
         due = self.held.due(now_ms)
         if due:
             self.refresh_policies()
