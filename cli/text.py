@@ -27,7 +27,7 @@ SafetyOpt = Annotated[Optional[Path], typer.Option(
 
 def _safety_root(explicit: Path | None) -> Path:
     """``--safety-data``, else the ``safety_data`` setting (``$RTAUDIT_SAFETY_DATA``), else its default folder."""
-    from rtaudit.engine.text import data as D
+    from rtaudit.modelbuild.text import data as D
 
     return explicit or D.safety_data_dir(settings_or_exit(None).safety_data)
 
@@ -157,7 +157,7 @@ def _f(x: float) -> str:
     return f"{x:.3f}"
 
 
-def eval_speech(data: Path, out: Console) -> None:
+def eval_speech(data: Path, out: Console | MarkdownConsole) -> None:
     """The word error rate table of ``rtaudit eval --speech`` (exit 2 without the clips)."""
     from rtaudit.engine.audio.asr import WhisperRecognizer
     from rtaudit.modelbuild.audio.evaluation import evaluate, overall_wer
@@ -250,9 +250,9 @@ def eval_text(
                   _f(r.model.recall), _f(r.model.f1), _f(r.baseline.precision), _f(r.baseline.recall), _f(r.baseline.f1))
     out.print(t)
     t = Table("dataset", "split", "n", "macro-F1", "baseline macro-F1", "delta", "target +0.10", title="Macro-F1 per split")
-    for r in sets:
-        d = r.macro_f1 - r.baseline_macro_f1
-        t.add_row(r.dataset, r.split, str(r.n), _f(r.macro_f1), _f(r.baseline_macro_f1), f"{d:+.3f}",
+    for row in sets:
+        d = row.macro_f1 - row.baseline_macro_f1
+        t.add_row(row.dataset, row.split, str(row.n), _f(row.macro_f1), _f(row.baseline_macro_f1), f"{d:+.3f}",
                   "[green]met[/green]" if d >= 0.10 else "[red]not met[/red]")
     out.print(t)
     t = Table("split", "n", "macro-F1 (any category)", "macro-F1 (hate)", "non-hateful flagged", "target: hate >= 0.80",
@@ -353,7 +353,7 @@ def _safety_tables(out, scorer, data: Path, safety: Path, quick: bool) -> None:
     cats = sorted({c for r in conv for c in r.flagged_rate})
     t = Table("Chit-Chat test", "n", *cats, "any category", "alt-profanity-check", "flagged, e.g.",
               title="Conversation: share of held-out chat messages flagged (score >= 0.5; never trained on; target <= 0.010)")
-    for r in conv:
-        t.add_row(r.subset, str(r.n), *(_f(r.flagged_rate.get(c, 0.0)) for c in cats), _f(r.any_rate), _f(r.baseline_rate),
-                  " | ".join(r.examples[:3]))
+    for chat in conv:
+        t.add_row(chat.subset, str(chat.n), *(_f(chat.flagged_rate.get(c, 0.0)) for c in cats), _f(chat.any_rate),
+                  _f(chat.baseline_rate), " | ".join(chat.examples[:3]))
     out.print(t)

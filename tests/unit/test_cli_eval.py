@@ -54,3 +54,13 @@ def test_eval_speech_without_clips_says_where_they_go(tmp_path):
     result = CliRunner().invoke(app, ["eval", "--speech", "--data", str(tmp_path)])
     assert result.exit_code == 2
     assert "evaluation data not found" in result.output and "audio/manifest.csv" in result.output
+
+
+def test_the_safety_data_folder_resolves_for_train_finetune_and_eval(tmp_path, monkeypatch):
+    """``rtaudit text train|finetune`` and ``rtaudit eval`` resolve the threat/self-harm data folder first: an
+    explicit ``--safety-data`` wins, else ``$RTAUDIT_SAFETY_DATA`` (the module it reads from is the training code's)."""
+    from rtaudit.cli.text import _safety_root
+
+    assert _safety_root(tmp_path) == tmp_path
+    monkeypatch.setenv("RTAUDIT_SAFETY_DATA", str(tmp_path / "safety"))
+    assert _safety_root(None) == tmp_path / "safety"
