@@ -9,8 +9,11 @@ import io
 from collections.abc import Callable
 from fractions import Fraction
 from importlib import resources
+from typing import cast
 
 import av
+from av.audio.stream import AudioStream
+from av.video.stream import VideoStream
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
@@ -27,7 +30,7 @@ def speech_bytes(name: str) -> bytes:
 
 def decode_mono(data: bytes, rate: int = RATE_HZ) -> np.ndarray:
     """``float32[n]`` mono at ``rate`` Hz of any audio PyAV decodes."""
-    with av.open(io.BytesIO(data)) as c:
+    with av.open(io.BytesIO(data), "r") as c:
         r = av.AudioResampler(format="flt", layout="mono", rate=rate)
         chunks = [o.to_ndarray().reshape(-1) for f in c.decode(audio=0) for o in r.resample(f)]
         chunks += [o.to_ndarray().reshape(-1) for o in r.resample(None)]
@@ -63,7 +66,7 @@ def encode_audio(samples: np.ndarray, *, fmt: str = "wav", codec: str = "pcm_s16
     layout = "mono" if channels == 1 else "stereo"
     buf = io.BytesIO()
     with av.open(buf, "w", format=fmt) as c:
-        s = c.add_stream(codec, rate=out_rate, layout=layout)
+        s = cast(AudioStream, c.add_stream(codec, rate=out_rate, layout=layout))
         formats = s.codec_context.codec.audio_formats
         r = av.AudioResampler(format=formats[0].name if formats else "s16", layout=layout, rate=out_rate)
         for i in range(0, max(1, len(samples)), 8192):
@@ -100,7 +103,7 @@ def encode_video(frame_at: Callable[[float], Image.Image], *, seconds: float, fp
     ``size`` px), with ``audio`` (``float32[n]`` mono 16 kHz) as an AAC track when given."""
     buf = io.BytesIO()
     with av.open(buf, "w", format=fmt) as c:
-        v = c.add_stream(codec, rate=fps)
+        v = cast(VideoStream, c.add_stream(codec, rate=fps))
         v.width, v.height, v.pix_fmt = size[0], size[1], "yuv420p"
         a = c.add_stream("aac", rate=RATE_HZ, layout="mono") if audio is not None else None
         for i in range(int(seconds * fps)):
