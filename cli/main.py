@@ -135,7 +135,7 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):
     from rtaudit.tools.fleet.children import raise_keyboard_interrupt_on
     from rtaudit.tools.fleet.local import Fleet, FleetNotReady, explain_unavailable, fleet_roles
     from rtaudit.workers.kafka import ClusterError
-    from rtaudit.workers.metrics import serve
+    from rtaudit.workers.metrics import port_taken_line, serve
 
     raise_keyboard_interrupt_on()
     if s.explain.enabled and (why := explain_unavailable()):
@@ -146,8 +146,7 @@ def _start_supervised(s, config, replicas: dict[str, int], log_dir: Path):
         try:
             serve(s.metrics_port, s.metrics_host)
         except OSError as exc:
-            raise fail(f"cannot serve the supervisor's metrics on {s.metrics_host}:{s.metrics_port} ({exc.strerror}): "
-                       "set metrics_port (RTAUDIT_METRICS_PORT) to a free port, or 0 for no metrics", 1) from None
+            raise fail(port_taken_line("the supervisor", s.metrics_host, s.metrics_port, exc), 1) from None
         console.print(f"  supervisor metrics (rtaudit_restarts_total) on {s.metrics_host}:{s.metrics_port}")
     started = time.monotonic()
     try:
@@ -229,13 +228,13 @@ def schemas_export() -> None:
 @app.command()
 def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr | audio | video | fusion | explain")]) -> None:
     """Run one worker in the foreground (same as ``faust -A rtaudit.workers.<role> worker -l info``)."""
-    from rtaudit.tools.fleet.local import faust_executable
+    from rtaudit.tools.fleet.local import faust_command
     from rtaudit.workers.roles import OPTIONAL_ROLES, ROLES
 
     if role not in ROLES + OPTIONAL_ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES + OPTIONAL_ROLES)}")
     _settings(None)  # bad settings: one line here rather than faust's traceback
-    os.execv(faust_executable(), [faust_executable(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
+    os.execv(sys.executable, [*faust_command(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
 
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:
