@@ -233,8 +233,54 @@ def worker(role: Annotated[str, typer.Argument(help="router | text | image | ocr
 
     if role not in ROLES + OPTIONAL_ROLES:
         raise typer.BadParameter(f"role must be one of {', '.join(ROLES + OPTIONAL_ROLES)}")
-    _settings(None)  # bad settings: one line here rather than faust's traceback
+    s = _settings(None)  # bad settings: one line here rather than faust's traceback
+    _broker_or_exit(s)  # no broker: one line here rather than librdkafka's and aiokafka's
     os.execv(sys.executable, [*faust_command(), "-A", f"rtaudit.workers.{role}", "worker", "-l", "info", "--without-web"])
+
+
+def _broker_or_exit(s: Settings, config: Path | None = None) -> None:
+    """Exit 1 with one line when no broker answers at ``s.bootstrap`` (the check `rtaudit up` makes:
+    :func:`rtaudit.workers.kafka.check_cluster`): the address tried, the setting it came from, the fix."""
+    from rtaudit.workers.kafka import ClusterError, check_cluster, start_hint
+
+    try:
+        check_cluster(s, [])
+    except ClusterError as exc:
+        if s.bootstrap_servers is None and exc.fix == start_hint(s) == "start one with `rtaudit up`":
+            fix = ("start one with `rtaudit broker` (or the whole fleet with `rtaudit up`), or point at "
+                   "your cluster with KAFKA_BOOTSTRAP_SERVERS")
+        elif s.bootstrap_servers is None:
+            fix = exc.fix
+        else:
+            fix = "check that address, the network and the [security] settings"
+        raise _fail(f"{exc.problem}; the address is {_bootstrap_source(s, config)}: {fix}") from None
+
+
+def _bootstrap_source(s: Settings, config: Path | None) -> str:
+    """Which setting names the broker address: ``KAFKA_BOOTSTRAP_SERVERS``, ``bootstrap_servers`` in a file,
+    ``RTAUDIT_EMBEDDED_PORT``, ``embedded_port`` in a file, or the default embedded port."""
+    from rtaudit.workers.settings import BOOTSTRAP_ENV, config_path
+
+    env = {k.upper() for k in os.environ}
+    path = config_path(config)
+    if s.bootstrap_servers is not None:
+        name = next((n for n in BOOTSTRAP_ENV if n in env), None)
+        return f"from {name}" if name else f"bootstrap_servers in {path}"
+    if "RTAUDIT_EMBEDDED_PORT" in env:
+        return "the embedded broker's, port from RTAUDIT_EMBEDDED_PORT"
+    if path is not None and "embedded_port" in _toml_keys(path):
+        return f"the embedded broker's, port from embedded_port in {path}"
+    return f"the embedded broker's default (embedded_port {s.embedded_port}; RTAUDIT_EMBEDDED_PORT changes it)"
+
+
+def _toml_keys(path: Path) -> set[str]:
+    """The top-level keys of the TOML file ``path`` (none when it cannot be read or parsed)."""
+    import tomllib
+
+    try:
+        return set(tomllib.loads(path.read_text()))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError):
+        return set()
 
 
 def _parse_replicas(values: list[str]) -> dict[str, int]:

@@ -142,3 +142,32 @@ def test_up_with_its_metrics_port_taken_names_the_port_and_the_setting(no_broker
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     last = result.output.rstrip().splitlines()[-1]
     assert f"127.0.0.1:{port}" in last and "RTAUDIT_METRICS_PORT" in last, result.output
+
+
+@pytest.mark.parametrize("env, source", [
+    ({"RTAUDIT_EMBEDDED_PORT": "{port}"}, "the address is the embedded broker's, port from RTAUDIT_EMBEDDED_PORT: start one "
+                                         "with `rtaudit broker` (or the whole fleet with `rtaudit up`)"),
+    ({"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:{port}"}, "the address is from KAFKA_BOOTSTRAP_SERVERS: check that address"),
+    ({"RTAUDIT_CONFIG": "{tmp}/fleet.toml"}, "the address is the embedded broker's, port from embedded_port in {tmp}/fleet.toml"),
+])
+def test_worker_with_no_broker_is_one_line_naming_the_address_and_its_setting(tmp_path, env, source):
+    """A real `rtaudit worker` process (it execs Faust once a broker answers): before, librdkafka's and
+    aiokafka's tracebacks for a minute; now one line, exit 1, within the check's 5 s."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    port = closed_port()
+    (tmp_path / "fleet.toml").write_text(f"embedded_port = {port}\n")
+    clean = {k: v for k, v in os.environ.items() if k.upper() not in
+             ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_EMBEDDED_PORT", "RTAUDIT_CONFIG")}
+    extra = {k: v.format(port=port, tmp=tmp_path) for k, v in env.items()}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "rtaudit.cli.main", "worker", "text"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**clean, **extra, "XDG_RUNTIME_DIR": str(tmp_path / "run")})
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr
+    assert lines[0].startswith(f"no broker at 127.0.0.1:{port} (connection refused); "), lines[0]
+    assert source.format(tmp=tmp_path) in lines[0], lines[0]
+    assert time.monotonic() - started < 15
