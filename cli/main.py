@@ -9,7 +9,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Annotated, Optional
+from typing import TYPE_CHECKING, Annotated, Optional
 
 import typer
 from rich.console import Console
@@ -17,6 +17,9 @@ from rich.table import Table
 
 from rtaudit.cli.common import fail, settings_or_exit
 from rtaudit.workers.settings import Settings
+
+if TYPE_CHECKING:
+    from rtaudit.schemas.messages import Verdict
 
 app = typer.Typer(help="rtaudit: real-time multimodal content moderation on Kafka.", no_args_is_help=True)
 topics_app = typer.Typer(help="Create or verify the topic catalogue.", no_args_is_help=True)
@@ -395,6 +398,61 @@ def _missing_hint(s) -> str:
     return "the fleet is running but has not answered yet: wait longer (--wait) or read the worker logs"
 
 
+#: the request schema's bounds on ``slo_ms`` (:class:`rtaudit.schemas.messages.AuditRequest`), ms.
+MAX_SLO_MS = 3_600_000
+
+
+def _timing(slo: int | None, deadline: str | None, now: int | None = None) -> dict[str, int]:
+    """``slo_ms`` / ``deadline_ms`` fields for every request from ``--slo`` / ``--deadline``; a value outside
+    the schema's bounds, a deadline in the past or more than :data:`MAX_SLO_MS` ahead, an unreadable time
+    or both options exit 2 with one line."""
+    from rtaudit.engine.clock import now_ms
+
+    if slo is not None and deadline is not None:
+        raise _fail("give --slo or --deadline, not both (a deadline wins over an SLO)", 2)
+    if slo is not None:
+        if not 1 <= slo <= MAX_SLO_MS:
+            raise _fail(f"--slo {slo}: an SLO is 1 to {MAX_SLO_MS} ms (1 h), the request schema's bounds", 2)
+        return {"slo_ms": slo}
+    if deadline is None:
+        return {}
+    now = now_ms() if now is None else now
+    at = _deadline_ms(deadline)
+    if at <= now:
+        raise _fail(f"--deadline {deadline} is {(now - at) / 1000:.1f} s in the past: give a time after now", 2)
+    if at - now > MAX_SLO_MS:
+        raise _fail(f"--deadline {deadline} is {(at - now) / 1000:.0f} s ahead: at most {MAX_SLO_MS // 1000} s (1 h), "
+                    "like --slo", 2)
+    return {"deadline_ms": at}
+
+
+def _deadline_ms(value: str) -> int:
+    """Epoch ms of ``--deadline``: digits are epoch ms; else ISO 8601 with a time zone."""
+    from datetime import datetime
+
+    if value.isdigit():
+        return int(value)
+    try:
+        when = datetime.fromisoformat(value)
+    except ValueError:
+        raise _fail(f"--deadline {value!r}: not a time; give ISO 8601 with a time zone (2026-12-05T16:00:00Z) "
+                    "or epoch ms", 2) from None
+    if when.tzinfo is None:
+        raise _fail(f"--deadline {value}: give a time zone (Z or +01:00): the fleet's clocks are UTC epoch ms", 2)
+    return int(when.timestamp() * 1000)
+
+
+def reason_lines(v: "Verdict", width: int | None = None) -> list[str]:
+    """Every reason of the verdict ``v`` whole, one ``  reason: ...`` paragraph each, wrapped at ``width``
+    columns (default: the terminal's, ``$COLUMNS``, at least 40); the verdict line itself cuts its evidence short."""
+    import shutil
+    import textwrap
+
+    width = max(40, width or shutil.get_terminal_size().columns)
+    return [line for reason in v.reasons for line in textwrap.wrap(
+        reason, width, initial_indent="  reason: ", subsequent_indent=" " * 10, break_long_words=True, break_on_hyphens=False)]
+
+
 @app.command()
 def submit(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images, audio or video (judged by content: .png, .gif, .mp3, .wav, .mp4, ...)")] = None,
@@ -403,11 +461,17 @@ def submit(
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
+    slo: Annotated[Optional[int], typer.Option("--slo", metavar="MS", help="the requests' SLO in ms from their creation "
+                                               f"(slo_ms, 1-{MAX_SLO_MS}; default: the tenant's)")] = None,
+    deadline: Annotated[Optional[str], typer.Option("--deadline", metavar="TIME", help="the requests' absolute deadline "
+                                                    "(deadline_ms): ISO 8601 with a time zone (2026-12-05T16:00:00Z) or epoch ms; "
+                                                    "within the next hour")] = None,
     config: ConfigOpt = None,
 ) -> None:
     """Publish files (and --uri images by reference) to audit.requests ("submitted ID" once the
-    broker acknowledged each); optionally wait and print their verdicts. An empty file of any kind is refused. Exit 1 when the broker, the topics, an
-    acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file."""
+    broker acknowledged each); optionally wait and print their verdicts, each with its reasons whole
+    (wrapped). --slo or --deadline applies to every request (.jsonl ones too). An empty file of any kind is refused. Exit 1 when the broker, the topics, an
+    acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file or option."""
     from rtaudit.schemas.errors import AuditError
     from rtaudit.topics.catalog import REQUESTS, VERDICTS
     from pydantic import ValidationError
@@ -423,6 +487,7 @@ def submit(
     extra = {"priority": priority} if priority else {}
     if not paths and not uri:
         raise _fail("nothing to submit: give files, or --uri for media by reference", 2)
+    timing = _timing(slo, deadline)
     requests = []
     for u in uri or ():
         try:
@@ -440,6 +505,7 @@ def submit(
             raise _fail(f"{p}: {validation_summary(exc)}", 2) from None
         except ValueError as exc:
             raise _fail(str(exc) if str(p) in str(exc) else f"{p}: {exc}", 2) from None
+    requests = [r.model_copy(update=timing) for r in requests]  # .jsonl requests too
     try:
         check_cluster(s, [REQUESTS, VERDICTS] if wait else [REQUESTS])
         reader = verdict_reader(s) if wait else None
@@ -456,7 +522,7 @@ def submit(
         if reader is not None:
             try:
                 reader.wait_all({r.request_id for r in requests}, wait,
-                                on_record=lambda v, a: print(verdict_line(v, a), flush=True))
+                                on_record=lambda v, a: print("\n".join([verdict_line(v, a), *reason_lines(v)]), flush=True))
             except VerdictTimeout as exc:
                 raise _fail(f"{exc}: {_missing_hint(s)}") from None
     finally:

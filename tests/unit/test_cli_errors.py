@@ -171,3 +171,36 @@ def test_worker_with_no_broker_is_one_line_naming_the_address_and_its_setting(tm
     assert lines[0].startswith(f"no broker at 127.0.0.1:{port} (connection refused); "), lines[0]
     assert source.format(tmp=tmp_path) in lines[0], lines[0]
     assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--slo", "-5"], "--slo -5: an SLO is 1 to 3600000 ms (1 h), the request schema's bounds"),
+    (["--slo", "0"], "--slo 0: an SLO is 1 to 3600000 ms"),
+    (["--slo", "86400000"], "--slo 86400000: an SLO is 1 to 3600000 ms"),
+    (["--deadline", "2020-01-01T00:00:00Z"], "s in the past: give a time after now"),
+    (["--deadline", "2999-01-01T00:00:00Z"], "s ahead: at most 3600 s (1 h), like --slo"),
+    (["--deadline", "2026-12-05T16:00:00"], "--deadline 2026-12-05T16:00:00: give a time zone (Z or +01:00)"),
+    (["--deadline", "tomorrow"], "--deadline 'tomorrow': not a time; give ISO 8601 with a time zone"),
+    (["--deadline", "1"], "s in the past"),
+    (["--slo", "500", "--deadline", "2999-01-01T00:00:00Z"], "give --slo or --deadline, not both"),
+])
+def test_a_bad_slo_or_deadline_is_one_line_before_anything_is_sent(no_broker, args, says):
+    result = CliRunner().invoke(app, ["submit", *args, "hello.txt"])
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert says in line, line
+    assert "submitted" not in result.output and "no broker" not in result.output
+
+
+def test_reasons_are_printed_whole_and_wrapped_to_the_width():
+    from rtaudit.cli.main import reason_lines
+    from rtaudit.schemas.messages import Verdict
+
+    reasons = ["image/media:0: media_fetch_failed: " + "x" * 150 + " could not be read", "incomplete: policy on_incomplete=review"]
+    v = Verdict(request_id="r-1", tenant_id="acme", decision="review", complete=False, categories={}, reasons=reasons,
+                policy_version="p1", created_at_ms=1, deadline_ms=2, decided_at_ms=2, latency_ms=1)
+    lines = reason_lines(v, width=60)
+    assert max(len(line) for line in lines) <= 60 and len(lines) >= 4
+    assert [line for line in lines if line.startswith("  reason: ")] == [
+        lines[0], "  reason: incomplete: policy on_incomplete=review"]
+    assert "".join(line[10:] for line in lines[:-1]).replace(" ", "") == reasons[0].replace(" ", "")
