@@ -9,7 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rtaudit.cli.main import _parse_replicas, app
+from rtaudit.cli.fleet import _parse_replicas
+from rtaudit.cli.main import app
 
 
 def closed_port() -> int:
@@ -111,7 +112,7 @@ def test_replicas_of_an_unknown_role_list_the_valid_roles():
 
 
 def test_the_fleet_says_which_settings_file_it_runs_with(tmp_path, monkeypatch):
-    from rtaudit.cli.main import _settings_source
+    from rtaudit.cli.fleet import _settings_source
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)
@@ -193,7 +194,7 @@ def test_a_bad_slo_or_deadline_is_one_line_before_anything_is_sent(no_broker, ar
 
 
 def test_reasons_are_printed_whole_and_wrapped_to_the_width():
-    from rtaudit.cli.main import reason_lines
+    from rtaudit.cli.client import reason_lines
     from rtaudit.schemas.messages import Verdict
 
     reasons = ["image/media:0: media_fetch_failed: " + "x" * 150 + " could not be read", "incomplete: policy on_incomplete=review"]
