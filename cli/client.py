@@ -12,7 +12,8 @@ from rich.console import Console
 from rtaudit.cli.common import ConfigOpt, console, fail, settings_or_exit
 
 if TYPE_CHECKING:
-    from rtaudit.schemas.messages import Verdict
+    from rtaudit.schemas.messages import AuditRequest, Verdict
+    from rtaudit.workers.settings import Settings
 
 
 def _fail(message: str, code: int = 1) -> typer.Exit:
@@ -90,6 +91,34 @@ def reason_lines(v: "Verdict", width: int | None = None) -> list[str]:
         reason, width, initial_indent="  reason: ", subsequent_indent=" " * 10, break_long_words=True, break_on_hyphens=False)]
 
 
+def _requests(s: Settings, paths: list[Path], uris: list[str], tenant: str, extra: dict[str, str]) -> list[AuditRequest]:
+    """The requests of ``--uri`` values and files; a bad one exits 2 with one line naming it."""
+    from pydantic import ValidationError
+
+    from rtaudit.schemas.codec import validation_summary
+    from rtaudit.schemas.errors import AuditError
+    from rtaudit.workers.client import request_from_path, request_from_uri
+
+    requests = []
+    for u in uris:
+        try:
+            requests.append(request_from_uri(u, tenant, **extra))
+        except ValidationError as exc:
+            raise _fail(f"--uri {u}: {validation_summary(exc)}", 2) from None
+    for p in paths:
+        try:
+            requests += request_from_path(p, tenant, media=s.media.policy(), **extra)
+        except OSError as exc:
+            raise _fail(f"{p}: {exc.strerror or exc}", 2) from None
+        except AuditError as exc:
+            raise _fail(exc.message if str(p) in exc.message else f"{p}: {exc.message}", 2) from None
+        except ValidationError as exc:  # e.g. an empty file: a request needs text or media
+            raise _fail(f"{p}: {validation_summary(exc)}", 2) from None
+        except ValueError as exc:
+            raise _fail(str(exc) if str(p) in str(exc) else f"{p}: {exc}", 2) from None
+    return requests
+
+
 def submit(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images, audio or video (judged by content: .png, .gif, .mp3, .wav, .mp4, ...)")] = None,
     uri: Annotated[Optional[list[str]], typer.Option("--uri", help="an image by reference, file:// or http(s):// (repeatable): the fleet "
@@ -108,14 +137,8 @@ def submit(
     broker acknowledged each); optionally wait and print their verdicts, each with its reasons whole
     (wrapped). --slo or --deadline applies to every request (.jsonl ones too). An empty file of any kind is refused. Exit 1 when the broker, the topics, an
     acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file or option."""
-    from rtaudit.schemas.errors import AuditError
     from rtaudit.topics.catalog import REQUESTS, VERDICTS
-    from pydantic import ValidationError
-
-    from rtaudit.schemas.codec import validation_summary
-    from rtaudit.workers.client import (
-        AuditClient, DeliveryError, VerdictTimeout, request_from_path, request_from_uri, verdict_reader,
-    )
+    from rtaudit.workers.client import AuditClient, DeliveryError, VerdictTimeout, verdict_reader
     from rtaudit.tools.demo.corpus import verdict_line
     from rtaudit.workers.kafka import ClusterError, check_cluster
 
@@ -124,23 +147,7 @@ def submit(
     if not paths and not uri:
         raise _fail("nothing to submit: give files, or --uri for media by reference", 2)
     timing = _timing(slo, deadline)
-    requests = []
-    for u in uri or ():
-        try:
-            requests.append(request_from_uri(u, tenant, **extra))
-        except ValidationError as exc:
-            raise _fail(f"--uri {u}: {validation_summary(exc)}", 2) from None
-    for p in paths or ():
-        try:
-            requests += request_from_path(p, tenant, media=s.media.policy(), **extra)
-        except OSError as exc:
-            raise _fail(f"{p}: {exc.strerror or exc}", 2) from None
-        except AuditError as exc:
-            raise _fail(exc.message if str(p) in exc.message else f"{p}: {exc.message}", 2) from None
-        except ValidationError as exc:  # e.g. an empty file: a request needs text or media
-            raise _fail(f"{p}: {validation_summary(exc)}", 2) from None
-        except ValueError as exc:
-            raise _fail(str(exc) if str(p) in str(exc) else f"{p}: {exc}", 2) from None
+    requests = _requests(s, paths or [], uri or [], tenant, extra)
     requests = [r.model_copy(update=timing) for r in requests]  # .jsonl requests too
     try:
         check_cluster(s, [REQUESTS, VERDICTS] if wait else [REQUESTS])
