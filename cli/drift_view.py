@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from rich import box
 from rich.table import Table
 
 from rtaudit.engine.drift import DRIFT_ALERT, TICKET_DRIFT
@@ -35,10 +36,14 @@ def drift_rows(beats: Iterable[Heartbeat]) -> list[tuple[str, str, str, str, str
     return sorted(rows)
 
 
-def drift_table(beats: Iterable[Heartbeat]) -> Table:
-    """The drift section as a rich table (one row per worker, stage and tenant)."""
-    table = Table("stage", "tenant", "worker", "semantic drift", "windows", "worst PSI", "state",
-                  title=f"drift: semantic alert above {DRIFT_ALERT}, page at {TICKET_DRIFT[1]}; PSI > {PSI_MAJOR} is a major shift")
+def drift_table(beats: Iterable[Heartbeat], narrow: bool = False) -> Table:
+    """The drift section as a rich table (one row per worker, stage and tenant); ``narrow`` (an 80-column
+    terminal): short headers and no vertical borders."""
+    headers = ("stage", "tenant", "worker", "semantic" if narrow else "semantic drift", "win" if narrow else "windows",
+               "worst PSI", "state")
+    table = Table(*headers, box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD, pad_edge=not narrow, collapse_padding=narrow,
+                  title=f"drift: semantic alert above {DRIFT_ALERT}, page at {TICKET_DRIFT[1]}; PSI > {PSI_MAJOR}"
+                        f"{'' if narrow else ' is'} a major shift")
     for row in drift_rows(beats):
         table.add_row(*row, style={"page": "bold red", "alert": "red", "watch": "yellow"}.get(row[-1]))
     return table

@@ -16,7 +16,9 @@ def top(
 ) -> None:
     """Every worker of the fleet, refreshed each second: records/s, lag, batch size and window, P50/P99,
     errors/s, versions served, semantic drift, health. Workers come from their heartbeats on audit.status
-    (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set, as `rtaudit up` does)."""
+    (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set, as `rtaudit up` does).
+    The table fits the terminal's width: below 120 columns the role, window, batch, versions... columns
+    give way (cli/top_view.py GIVE_WAY); worker, rec/s, lag, P99 and health always stay."""
     from rich.console import Console, Group
     from rich.live import Live
 
@@ -26,7 +28,7 @@ def top(
     from rtaudit.cli.common import fail
     from rtaudit.cli.control import _connect, _Fleet
     from rtaudit.cli.drift_view import drift_table
-    from rtaudit.cli.top_view import WINDOW_S, Scraper, table
+    from rtaudit.cli.top_view import NARROW_BELOW, WINDOW_S, Scraper, table
 
     s = _connect(config, (STATUS,))
     fleet, scraper, console = _Fleet(s), Scraper(), Console()
@@ -37,7 +39,8 @@ def top(
         rows = scraper.rows(live.values())
         title = (f"rtaudit top — {s.bootstrap} — {len(live)} workers — rates over {WINDOW_S:.0f} s — "
                  f"{time.strftime('%H:%M:%S')}")
-        return Group(table(rows, title), drift_table(live.values()))
+        width = console.size.width  # each frame fits the terminal as it is now (resized or not)
+        return Group(table(rows, title, width), drift_table(live.values(), narrow=width < NARROW_BELOW))
 
     try:
         if once:

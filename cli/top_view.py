@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import httpx
 from prometheus_client.parser import text_string_to_metric_families
+from rich import box
+from rich.console import Console
+from rich.measure import Measurement
 from rich.table import Table
 
 from rtaudit.schemas.control import Heartbeat
@@ -156,17 +159,78 @@ def _num(v: float | None, fmt: str) -> str:
     return "-" if v is None else format(v, fmt)
 
 
-def table(rows: list[Row], title: str) -> Table:
-    """The dashboard as one rich table."""
-    t = Table(title=title, title_justify="left")
-    for name in ("role", "worker", "rec/s", "lag", "batch", "window ms", "P50 ms", "P99 ms", "err/s"):
-        t.add_column(name, justify="left" if name in ("role", "worker") else "right", no_wrap=True)
-    t.add_column("versions", max_width=44, no_wrap=True, overflow="ellipsis")  # version strings are long
-    t.add_column("drift", justify="right", no_wrap=True)
-    t.add_column("health", no_wrap=True)
+@dataclass(frozen=True)
+class Column:
+    """A column of the dashboard: its header (and the short one of a narrow terminal), whether it is
+    right-aligned, and its row cell."""
+
+    header: str
+    short: str
+    right: bool
+    cell: Callable[[Row], str]
+
+
+COLUMNS: dict[str, Column] = {c.header: c for c in (
+    Column("role", "role", False, lambda r: r.role),
+    Column("worker", "worker", False, lambda r: r.worker),
+    Column("rec/s", "rec/s", True, lambda r: _num(r.records_s, ".0f")),
+    Column("lag", "lag", True, lambda r: "-" if r.lag is None else str(r.lag)),
+    Column("batch", "batch", True, lambda r: _num(r.batch, ".1f")),
+    Column("window ms", "win", True, lambda r: _num(r.window_ms, ".1f")),
+    Column("P50 ms", "P50", True, lambda r: _num(r.p50_ms, ".1f")),
+    Column("P99 ms", "P99", True, lambda r: _num(r.p99_ms, ".1f")),
+    Column("err/s", "err/s", True, lambda r: _num(r.errors_s, ".2f")),
+    Column("versions", "versions", False, lambda r: r.versions or "-"),
+    Column("drift", "drift", True, lambda r: _num(r.drift, ".3f")),
+    Column("health", "health", False, lambda r: r.health),
+)}
+#: terminals narrower than this get short headers, a borderless table and the unit in a caption.
+NARROW_BELOW = 120
+#: widest and narrowest the versions column gets (characters; longer version strings end in an ellipsis).
+VERSIONS_MAX, VERSIONS_MIN = 44, 12
+#: what gives way, in order, when the table is wider than the terminal (as htop and k9s drop columns):
+#: the role (the worker id starts with it), the versions column shrinks, then whole columns go. The
+#: worker, rec/s, lag, P99 and health columns always stay.
+GIVE_WAY = ("role", "-versions", "window ms", "batch", "versions", "drift", "P50 ms", "err/s")
+
+
+def table(rows: list[Row], title: str, width: int | None = None) -> Table:
+    """The dashboard as one rich table, ``width`` columns wide at most (``None``: every column, as wide
+    as its content). Narrow terminals drop and shorten columns in the order of :data:`GIVE_WAY`, each
+    row on one line."""
+    narrow = width is not None and width < NARROW_BELOW
+    shown, versions_max, dropped = list(COLUMNS), VERSIONS_MAX, []
+    for step in GIVE_WAY:
+        excess = 0 if width is None else _natural_width(_table(rows, title, shown, versions_max, narrow)) - width
+        if excess <= 0:
+            break
+        if step == "-versions":
+            versions_max = max(VERSIONS_MIN, versions_max - excess)
+        else:
+            shown.remove(step)
+            dropped.append(step)
+    for name in reversed(dropped):  # a column dropped early may fit beside the ones kept (batch once versions went)
+        trial = [c for c in COLUMNS if c in shown or c == name]
+        if width is not None and _natural_width(_table(rows, title, trial, versions_max, narrow)) <= width:
+            shown = trial
+    return _table(rows, title, shown, versions_max, narrow)
+
+
+def _natural_width(renderable: Table) -> int:
+    """Cells ``renderable`` takes when nothing limits it (rich's measurement, its maximum)."""
+    wide = Console(width=10_000)
+    return Measurement.get(wide, wide.options, renderable).maximum
+
+
+def _table(rows: list[Row], title: str, shown: list[str], versions_max: int, narrow: bool) -> Table:
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
+              pad_edge=not narrow, collapse_padding=narrow,
+              caption="P50, P99 and win in ms" if narrow else None, caption_justify="left")
+    for name in shown:
+        col = COLUMNS[name]
+        t.add_column(col.short if narrow else col.header, justify="right" if col.right else "left", no_wrap=True,
+                     overflow="ellipsis", max_width=versions_max if name == "versions" else None)
     for r in rows:
         style = None if r.health == "ok" else ("yellow" if r.health == "loading" else "red")
-        t.add_row(r.role, r.worker, _num(r.records_s, ".0f"), "-" if r.lag is None else str(r.lag), _num(r.batch, ".1f"),
-                  _num(r.window_ms, ".1f"), _num(r.p50_ms, ".1f"), _num(r.p99_ms, ".1f"), _num(r.errors_s, ".2f"),
-                  r.versions or "-", _num(r.drift, ".3f"), r.health, style=style)
+        t.add_row(*(COLUMNS[name].cell(r) for name in shown), style=style)
     return t

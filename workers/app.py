@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import logging
+import os
 from typing import Any, TypeVar, overload
 
 import faust
@@ -82,9 +83,22 @@ def make_app(role: str, settings: Settings | None = None, app_id: str | None = N
 
     @app.task
     async def _start_metrics() -> None:
-        metrics.serve(settings.metrics_port, settings.metrics_host)
+        serve_metrics_or_exit(role, settings)
 
     return app, settings
+
+
+def serve_metrics_or_exit(role: str, settings: Settings) -> None:
+    """Serve ``/metrics`` on ``settings.metrics_port``; when the port cannot be bound, log one CRITICAL line
+    (:func:`rtaudit.workers.metrics.port_taken_line`) and end the process at once with
+    :data:`~rtaudit.workers.metrics.EXIT_METRICS_PORT_TAKEN` (no traceback). Records read so far are read
+    again by the next owner: offsets are committed only after outputs were acknowledged."""
+    try:
+        metrics.serve(settings.metrics_port, settings.metrics_host)
+    except OSError as exc:
+        log.critical("%s", metrics.port_taken_line(f"the {role} worker", settings.metrics_host, settings.metrics_port, exc))
+        logging.shutdown()  # flush the line before the hard exit
+        os._exit(metrics.EXIT_METRICS_PORT_TAKEN)
 
 
 def dead_letter_record(

@@ -128,11 +128,27 @@ def tenant_label(tenant_id: str, known: Collection[str]) -> str:
     return tenant_id if tenant_id in known else "other"
 
 
+#: exit status of a worker whose metrics port is taken (``EX_CONFIG`` of sysexits.h): `rtaudit up`'s
+#: supervisor restarts such a worker on another free port instead of on the same one.
+EXIT_METRICS_PORT_TAKEN = 78
+
+
 def serve(port: int, host: str = "127.0.0.1") -> None:
     """Expose ``/metrics`` on ``host:port`` (port 0 = do nothing). Loopback by default:
-    set ``metrics_host`` (e.g. ``0.0.0.0`` in a container) for a scraper elsewhere."""
+    set ``metrics_host`` (e.g. ``0.0.0.0`` in a container) for a scraper elsewhere.
+
+    Raises:
+        OSError: the port cannot be bound (taken, or a privileged port); :func:`port_taken_line` says so.
+    """
     if port:
         start_http_server(port, addr=host)
+
+
+def port_taken_line(who: str, host: str, port: int, exc: OSError) -> str:
+    """The one line that says ``who`` (``the supervisor``, ``router worker``) cannot serve its metrics on
+    ``host:port`` and which setting fixes it."""
+    return (f"{who} cannot serve its metrics on {host}:{port} ({exc.strerror or exc}): set metrics_port "
+            "(RTAUDIT_METRICS_PORT) to a free port, or 0 for no metrics")
 
 
 # -- over_quota = "delay" at the router (engine/delay.py) ------------------------------------

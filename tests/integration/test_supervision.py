@@ -12,21 +12,25 @@ from __future__ import annotations
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from rtaudit.schemas.control import PriorityPayload
 from rtaudit.topics.admin import ensure_topics
 from rtaudit.topics.catalog import catalog
 from rtaudit.workers.control import publish
+from rtaudit.tools.fleet.broker import port_is_free
 from rtaudit.tools.fleet.local import Fleet
 from rtaudit.workers.settings import Settings
 from rtaudit.tools.fleet.supervision import RestartPolicy
 
+from ..unit.test_supervision import ports_in_a_row
 from .conftest import free_port
 
 pytestmark = pytest.mark.integration
@@ -146,3 +150,44 @@ def test_no_child_outlives_a_supervisor_killed_with_sigkill(tmp_path: Path) -> N
         for p in pids.values():
             if alive(p):
                 os.kill(p, signal.SIGKILL)
+
+
+def metrics_answer(port: int) -> bool:
+    try:
+        return httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=1.0).status_code == 200
+    except httpx.HTTPError:
+        return False
+
+
+def test_a_taken_metrics_port_is_skipped_then_a_worker_that_loses_its_own_moves_to_a_free_one(tmp_path: Path) -> None:
+    """`rtaudit up` with metrics on: a port another process holds is never assigned; a worker whose port
+    is taken while it is down (a restart) says so in one line, exits 78 and comes back on the next free port."""
+    base = ports_in_a_row(4)
+    events: list[str] = []
+    settings = Settings(embedded_port=free_port(), state_dir=tmp_path / "state", metrics_port=base)
+    fleet = Fleet(settings, roles=("router",), log_dir=tmp_path / "logs", env={"RTAUDIT_STATE_DIR": str(tmp_path / "state")},
+                  supervise=True, policy=RestartPolicy(base_s=1.0, cap_s=2.0), on_event=events.append)
+    log = tmp_path / "logs" / "router-0.log"
+    with socket.socket() as held, socket.socket() as stolen:
+        held.bind(("127.0.0.1", base + 1))
+        held.listen()
+        fleet.launch()
+        try:
+            (slot,) = fleet.slots
+            assert slot.metrics_port == base + 2, events
+            wait_for(lambda: metrics_answer(base + 2), 60, f"the router's /metrics on {base + 2}")
+            slot.proc.send_signal(signal.SIGKILL)
+            stolen.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            wait_for(lambda: port_is_free("127.0.0.1", base + 2) is True, 5, "the killed router's port to be free")
+            stolen.bind(("127.0.0.1", base + 2))  # taken before the supervisor restarts the router on it
+            stolen.listen()
+            wait_for(lambda: slot.metrics_port == base + 3, 30, "the router to exit 78 and get a new port")
+            wait_for(lambda: metrics_answer(base + 3), 60, f"the router's /metrics on {base + 3}")
+            (line,) = [e for e in events if "exit 78" in e]
+            assert (f"(the router worker cannot serve its metrics on 127.0.0.1:{base + 2} (Address already in use): "
+                    "set metrics_port (RTAUDIT_METRICS_PORT) to a free port, or 0 for no metrics); restarting it now "
+                    f"with metrics on 127.0.0.1:{base + 3} instead of {base + 2}") in line, line
+            assert "Traceback" not in log.read_text(errors="replace")
+            assert fleet.exited() == []
+        finally:
+            fleet.stop()

@@ -9,7 +9,8 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from rtaudit.cli.main import _parse_replicas, app
+from rtaudit.cli.fleet import _parse_replicas
+from rtaudit.cli.main import app
 
 
 def closed_port() -> int:
@@ -111,7 +112,7 @@ def test_replicas_of_an_unknown_role_list_the_valid_roles():
 
 
 def test_the_fleet_says_which_settings_file_it_runs_with(tmp_path, monkeypatch):
-    from rtaudit.cli.main import _settings_source
+    from rtaudit.cli.fleet import _settings_source
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("RTAUDIT_CONFIG", raising=False)
@@ -142,3 +143,65 @@ def test_up_with_its_metrics_port_taken_names_the_port_and_the_setting(no_broker
     assert result.exit_code == 1 and "Traceback" not in result.output, result.output
     last = result.output.rstrip().splitlines()[-1]
     assert f"127.0.0.1:{port}" in last and "RTAUDIT_METRICS_PORT" in last, result.output
+
+
+@pytest.mark.parametrize("env, source", [
+    ({"RTAUDIT_EMBEDDED_PORT": "{port}"}, "the address is the embedded broker's, port from RTAUDIT_EMBEDDED_PORT: start one "
+                                         "with `rtaudit broker` (or the whole fleet with `rtaudit up`)"),
+    ({"KAFKA_BOOTSTRAP_SERVERS": "127.0.0.1:{port}"}, "the address is from KAFKA_BOOTSTRAP_SERVERS: check that address"),
+    ({"RTAUDIT_CONFIG": "{tmp}/fleet.toml"}, "the address is the embedded broker's, port from embedded_port in {tmp}/fleet.toml"),
+])
+def test_worker_with_no_broker_is_one_line_naming_the_address_and_its_setting(tmp_path, env, source):
+    """A real `rtaudit worker` process (it execs Faust once a broker answers): before, librdkafka's and
+    aiokafka's tracebacks for a minute; now one line, exit 1, within the check's 5 s."""
+    import os
+    import subprocess
+    import sys
+    import time
+
+    port = closed_port()
+    (tmp_path / "fleet.toml").write_text(f"embedded_port = {port}\n")
+    clean = {k: v for k, v in os.environ.items() if k.upper() not in
+             ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS", "RTAUDIT_EMBEDDED_PORT", "RTAUDIT_CONFIG")}
+    extra = {k: v.format(port=port, tmp=tmp_path) for k, v in env.items()}
+    started = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "rtaudit.cli.main", "worker", "text"], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=60, env={**clean, **extra, "XDG_RUNTIME_DIR": str(tmp_path / "run")})
+    lines = [ln for ln in (proc.stdout + proc.stderr).splitlines() if ln.strip()]
+    assert proc.returncode == 1 and len(lines) == 1, proc.stdout + proc.stderr
+    assert lines[0].startswith(f"no broker at 127.0.0.1:{port} (connection refused); "), lines[0]
+    assert source.format(tmp=tmp_path) in lines[0], lines[0]
+    assert time.monotonic() - started < 15
+
+
+@pytest.mark.parametrize("args, says", [
+    (["--slo", "-5"], "--slo -5: an SLO is 1 to 3600000 ms (1 h), the request schema's bounds"),
+    (["--slo", "0"], "--slo 0: an SLO is 1 to 3600000 ms"),
+    (["--slo", "86400000"], "--slo 86400000: an SLO is 1 to 3600000 ms"),
+    (["--deadline", "2020-01-01T00:00:00Z"], "s in the past: give a time after now"),
+    (["--deadline", "2999-01-01T00:00:00Z"], "s ahead: at most 3600 s (1 h), like --slo"),
+    (["--deadline", "2026-12-05T16:00:00"], "--deadline 2026-12-05T16:00:00: give a time zone (Z or +01:00)"),
+    (["--deadline", "tomorrow"], "--deadline 'tomorrow': not a time; give ISO 8601 with a time zone"),
+    (["--deadline", "1"], "s in the past"),
+    (["--slo", "500", "--deadline", "2999-01-01T00:00:00Z"], "give --slo or --deadline, not both"),
+])
+def test_a_bad_slo_or_deadline_is_one_line_before_anything_is_sent(no_broker, args, says):
+    result = CliRunner().invoke(app, ["submit", *args, "hello.txt"])
+    assert result.exit_code == 2
+    line = one_line(result)
+    assert says in line, line
+    assert "submitted" not in result.output and "no broker" not in result.output
+
+
+def test_reasons_are_printed_whole_and_wrapped_to_the_width():
+    from rtaudit.cli.client import reason_lines
+    from rtaudit.schemas.messages import Verdict
+
+    reasons = ["image/media:0: media_fetch_failed: " + "x" * 150 + " could not be read", "incomplete: policy on_incomplete=review"]
+    v = Verdict(request_id="r-1", tenant_id="acme", decision="review", complete=False, categories={}, reasons=reasons,
+                policy_version="p1", created_at_ms=1, deadline_ms=2, decided_at_ms=2, latency_ms=1)
+    lines = reason_lines(v, width=60)
+    assert max(len(line) for line in lines) <= 60 and len(lines) >= 4
+    assert [line for line in lines if line.startswith("  reason: ")] == [
+        lines[0], "  reason: incomplete: policy on_incomplete=review"]
+    assert "".join(line[10:] for line in lines[:-1]).replace(" ", "") == reasons[0].replace(" ", "")

@@ -64,3 +64,34 @@ def test_a_worker_without_metrics_still_has_a_row() -> None:
     assert row.records_s is None and row.lag == 12 and row.health == "ok"
     (row,) = scraper.rows([beat(metrics=None)])
     assert row.p99_ms is None
+
+
+def render(t, width: int) -> list[str]:  # type: ignore[no-untyped-def]
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=width, file=io.StringIO(), record=True)
+    console.print(t)
+    return console.export_text().splitlines()
+
+
+@pytest.mark.parametrize("width, kept, gone", [
+    (80, ("worker", "rec/s", "lag", "P99", "err/s", "health"), ("role", "window ms", "versions")),
+    (100, ("worker", "batch", "P50", "P99", "versions", "drift", "health"), ("role", "win")),
+    (160, ("worker", "batch", "window ms", "P50 ms", "P99 ms", "versions", "drift", "health"), ("role",)),
+    (200, ("role", "worker", "batch", "window ms", "P50 ms", "P99 ms", "versions", "drift", "health"), ()),
+])
+def test_the_table_fits_the_terminal_dropping_columns_in_order(width: int, kept: tuple[str, ...], gone: tuple[str, ...]) -> None:
+    rows = [Scraper().row(beat(role, None), None, 0.0) for role in ("audio", "fusion", "ocr", "router", "text", "video")]
+    for r in rows:
+        r.worker = f"{r.role}-ip-10-0-12-34-16898"
+        r.versions = "text 2026-12-04-e7082391+minilm-53aa51172d14-ft4f21344890b3-op17-int8: 100 %"
+        r.lag, r.p99_ms, r.records_s = 7411, 59700.0, 185.0
+    lines = render(table(rows, "rtaudit top — 127.0.0.1:58475 — 6 workers", width), width)
+    assert max(len(line) for line in lines) <= width, "\n".join(lines)
+    header = next(line for line in lines if "worker" in line and "rec/s" in line).replace("┃", " ")
+    assert all(f" {h} " in header for h in kept) and not any(f" {h} " in header for h in gone), header
+    for r in rows:  # one line per worker: its id whole, its lag and P99 beside it
+        (line,) = [line for line in lines if r.worker in line]
+        assert "7411" in line and "59700.0" in line, line

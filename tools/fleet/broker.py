@@ -7,6 +7,7 @@ as a child that dies with this process (:mod:`rtaudit.tools.fleet.children`).
 
 from __future__ import annotations
 
+import errno
 import logging
 import os
 import signal
@@ -32,6 +33,20 @@ def is_listening(host: str, port: int, timeout_s: float = 0.5) -> bool:
             return True
     except OSError:
         return False
+
+
+def port_is_free(host: str, port: int) -> bool | None:
+    """Whether a server can bind ``host:port`` now (``SO_REUSEADDR``, as the Prometheus exporter
+    binds: a port in TIME_WAIT counts as free). ``None`` when ``host`` itself cannot be bound (not an
+    address of this machine): no port there is free."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError as exc:
+            return False if exc.errno in (errno.EADDRINUSE, errno.EACCES) else None
+    return True
 
 
 def broker_binary() -> str:

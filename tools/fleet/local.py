@@ -12,8 +12,15 @@ Supervision (``supervise=True``, what ``rtaudit up`` runs): a thread checks ever
    line which ``audit.control`` records in force were lost (:mod:`rtaudit.tools.fleet.control_watch`);
 2. restarts each worker that exited, after the :class:`RestartPolicy` backoff (the
    failure count resets once a worker has run ``healthy_after_s``), appending to the
-   same log file and reusing its metrics port; each restart is reported (``on_event``,
-   a log line) and counted (:attr:`Fleet.restarts`, ``rtaudit_restarts_total``).
+   same log file and reusing its metrics port; each exit is reported with the reason its log
+   gives (:func:`rtaudit.tools.fleet.exits.exit_reason`), each restart too (``on_event``, a log line), and counted
+   (:attr:`Fleet.restarts`, ``rtaudit_restarts_total``);
+3. a worker that exits with :data:`~rtaudit.workers.metrics.EXIT_METRICS_PORT_TAKEN` (another
+   process took its metrics port) is restarted at once on the next free port; after
+   ``crash_loop_after`` such exits in a row (``metrics_host`` cannot be bound at all) it is not
+   restarted again, and :meth:`Fleet.exited` names it with the reason.
+
+Worker metrics ports follow ``metrics_port`` and skip ports another process holds (:func:`rtaudit.tools.fleet.broker.port_is_free`).
 
 A process stopped through :meth:`Fleet.kill` or :meth:`Fleet.stop` is not restarted.
 Every child dies with this process whatever ends it (:mod:`rtaudit.tools.fleet.children`).
@@ -42,10 +49,11 @@ from rtaudit.schemas.messages import AuditRequest, MediaItem
 from rtaudit.topics.admin import ensure_topics
 from rtaudit.topics.catalog import catalog
 from rtaudit.workers import metrics
-from rtaudit.tools.fleet.broker import EmbeddedBroker, is_listening
+from rtaudit.tools.fleet.broker import EmbeddedBroker, is_listening, port_is_free
 from rtaudit.tools.fleet.children import popen_options, reap_group, signal_group, stop_group
 from rtaudit.workers.client import AuditClient, verdict_reader
 from rtaudit.tools.fleet.control_watch import ControlWatch
+from rtaudit.tools.fleet.exits import describe_exit, exit_reason
 from rtaudit.workers.kafka import client_config
 from rtaudit.workers.roles import ROLES
 from rtaudit.workers.settings import BOOTSTRAP_ENV, Settings
@@ -80,8 +88,14 @@ def fleet_roles(settings: Settings) -> tuple[str, ...]:
     return ROLES + (("explain",) if settings.explain.enabled and explain_unavailable() is None else ())
 
 
-def faust_executable() -> str:
-    return str(Path(sys.executable).with_name("faust"))
+def faust_command() -> list[str]:
+    """``python -m faust`` with this interpreter: runs in a virtual environment without Faust's
+    console script too (one that reuses another's packages through a ``.pth`` file)."""
+    return [sys.executable, "-m", "faust"]
+
+
+#: how many ports past a taken one :meth:`Fleet._next_metrics_port` tries before it gives up skipping.
+MAX_PORT_SKIPS = 100
 
 
 def probe_request() -> AuditRequest:
@@ -109,6 +123,12 @@ class Slot:
     started_s: float
     failures: int = 0
     restart_at_s: float | None = None
+    #: size of its log when the current process started (its reason for exiting is past it), bytes.
+    log_offset: int = 0
+    #: why it exited, from its log (:func:`rtaudit.tools.fleet.exits.exit_reason`), once it did.
+    reason: str | None = None
+    #: not restarted any more (its metrics port could not be bound ``crash_loop_after`` times in a row).
+    gave_up: bool = False
 
     @property
     def name(self) -> str:
@@ -201,11 +221,22 @@ class Fleet:
             self._thread.start()
 
     def _next_metrics_port(self) -> int:
-        """Worker metrics ports follow ``metrics_port`` (which this process may serve itself)."""
+        """The next worker metrics port: they follow ``metrics_port`` (which this process may serve
+        itself), each used once, skipping ports another process holds on ``metrics_host``
+        (:func:`port_is_free`; at most :data:`MAX_PORT_SKIPS` in a row, and none when the host itself
+        cannot be bound: the worker then says why in one line). 0 when ``metrics_port`` is 0."""
         if not self.settings.metrics_port:
             return 0
-        self._ports_used += 1
-        return self.settings.metrics_port + self._ports_used
+        for _ in range(MAX_PORT_SKIPS):
+            self._ports_used += 1
+            port = self.settings.metrics_port + self._ports_used
+            if port > 65535:
+                raise ValueError(f"no worker metrics port left above metrics_port = {self.settings.metrics_port}")
+            free = port_is_free(self.settings.metrics_host, port)
+            if free is None or free:
+                return port
+            self._report(f"metrics port {self.settings.metrics_host}:{port} is taken by another process: skipped")
+        return port
 
     def worker_env(self, metrics_port: int) -> dict[str, str]:
         """The environment of a worker process: this one's, the fleet's ``env``, its settings
@@ -223,12 +254,22 @@ class Fleet:
             env["RTAUDIT_METRICS_PORT"] = str(metrics_port)
         return env
 
+    def log_path(self, role: str, index: int) -> Path:
+        """``<log_dir>/<role>-<index>.log``: a worker's log, appended to by each of its restarts."""
+        return self.log_dir / f"{role}-{index}.log"
+
+    def _log_size(self, role: str, index: int) -> int:
+        try:
+            return self.log_path(role, index).stat().st_size
+        except OSError:
+            return 0
+
     def _popen(self, role: str, index: int, metrics_port: int) -> subprocess.Popen[bytes]:
         env = self.worker_env(metrics_port)
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        with open(self.log_dir / f"{role}-{index}.log", "ab") as logf:  # a restart appends, never truncates
+        with open(self.log_path(role, index), "ab") as logf:  # a restart appends, never truncates
             return subprocess.Popen(
-                [faust_executable(), "-A", role_module(role), "worker", "-l", "info", "--without-web"],
+                [*faust_command(), "-A", role_module(role), "worker", "-l", "info", "--without-web"],
                 env=env, stdout=logf, stderr=subprocess.STDOUT, **popen_options(),
             )
 
@@ -237,8 +278,9 @@ class Fleet:
         with self._lock:
             index = self.spawned[role] = self.spawned.get(role, -1) + 1
             port = self._next_metrics_port()
+            offset = self._log_size(role, index)
             proc = self._popen(role, index, port)
-            self.slots.append(Slot(role, index, port, proc, time.monotonic()))
+            self.slots.append(Slot(role, index, port, proc, time.monotonic(), log_offset=offset))
         self._report(f"started {role}-{index} (pid {proc.pid}{f', metrics on 127.0.0.1:{port}' if port else ''}, "
                      f"log {self.log_dir / f'{role}-{index}.log'})")
         return proc
@@ -247,9 +289,10 @@ class Fleet:
         """Workers that stopped without :meth:`stop` and that nobody will restart (under
         supervision: only those in a crash loop). Killed-on-purpose ones are forgotten."""
         with self._lock:
-            return [f"{s.role} (exit {s.proc.returncode}{f', {s.failures} failures in a row' if self.supervise else ''})"
+            return [f"{s.role} ({describe_exit(s.proc.returncode)}{f', {s.failures} failures in a row' if self.supervise else ''}"
+                    f"{f': {s.reason}' if s.reason else ''})"
                     for s in self.slots if s.proc.poll() is not None
-                    and (not self.supervise or s.failures >= self.policy.crash_loop_after)]
+                    and (not self.supervise or s.gave_up or s.failures >= self.policy.crash_loop_after)]
 
     def kill(self, role: str, sig: int = signal.SIGKILL) -> None:
         """Send ``sig`` to every process of ``role`` and forget them (a crash, for failover
@@ -319,20 +362,41 @@ class Fleet:
                     if slot.failures and self.policy.is_healthy(now - slot.started_s):
                         slot.failures = 0
                     continue
+                if slot.gave_up:
+                    continue
                 if slot.restart_at_s is None:
-                    uptime = now - slot.started_s
-                    slot.failures = self.policy.failures_after_exit(slot.failures, uptime)
-                    delay = self.policy.delay_s(slot.failures)
-                    slot.restart_at_s = now + delay
-                    self._report(f"{slot.name} (pid {slot.proc.pid}) exited with {describe_exit(code)} after "
-                                 f"{uptime:.1f} s; restarting in {delay:.2f} s (failure {slot.failures} in a row)",
-                                 logging.WARNING)
+                    self._exited(slot, code, now)
                 elif now >= slot.restart_at_s:
                     self._restart(slot)
 
+    def _exited(self, slot: Slot, code: int, now: float) -> None:
+        """Report ``slot``'s exit with its reason and schedule its restart (backoff), or, for a
+        metrics port taken, an immediate restart on a new port (or none after a crash loop)."""
+        uptime = now - slot.started_s
+        slot.failures = self.policy.failures_after_exit(slot.failures, uptime)
+        slot.reason = exit_reason(self.log_path(slot.role, slot.index), slot.log_offset)
+        why = f" ({slot.reason})" if slot.reason else ""
+        head = f"{slot.name} (pid {slot.proc.pid}) exited with {describe_exit(code)} after {uptime:.1f} s{why}"
+        if code == metrics.EXIT_METRICS_PORT_TAKEN and slot.metrics_port:
+            if slot.failures >= self.policy.crash_loop_after:
+                slot.gave_up = True
+                self._report(f"{head}; not restarted: {slot.failures} metrics ports in a row could not be bound on "
+                             f"{self.settings.metrics_host} (set metrics_host, or metrics_port = 0 for no metrics)",
+                             logging.ERROR)
+                return
+            old, slot.metrics_port = slot.metrics_port, self._next_metrics_port()
+            slot.restart_at_s = now
+            self._report(f"{head}; restarting it now with metrics on {self.settings.metrics_host}:{slot.metrics_port} "
+                         f"instead of {old}", logging.WARNING)
+            return
+        delay = self.policy.delay_s(slot.failures)
+        slot.restart_at_s = now + delay
+        self._report(f"{head}; restarting in {delay:.2f} s (failure {slot.failures} in a row)", logging.WARNING)
+
     def _restart(self, slot: Slot) -> None:
+        slot.log_offset = self._log_size(slot.role, slot.index)
         slot.proc = self._popen(slot.role, slot.index, slot.metrics_port)
-        slot.started_s, slot.restart_at_s = time.monotonic(), None
+        slot.started_s, slot.restart_at_s, slot.reason = time.monotonic(), None, None
         self.restarts[slot.role] = self.restarts.get(slot.role, 0) + 1
         metrics.RESTARTS.labels(slot.role).inc()
         self._report(f"restarted {slot.name} (pid {slot.proc.pid}); {slot.role} restarts so far: {self.restarts[slot.role]}",
@@ -391,13 +455,3 @@ class Fleet:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
-
-
-def describe_exit(code: int | None) -> str:
-    """``exit 1`` or ``signal SIGKILL`` (Popen's negative return codes)."""
-    if code is not None and code < 0:
-        try:
-            return f"signal {signal.Signals(-code).name}"
-        except ValueError:
-            return f"signal {-code}"
-    return f"exit {code}"
