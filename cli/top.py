@@ -13,12 +13,16 @@ def top(
     interval: Annotated[float, typer.Option("--interval", "-n", min=0.2, help="seconds between refreshes")] = 1.0,
     once: Annotated[bool, typer.Option("--once", help="print one table (after two scrapes) and exit")] = False,
     config: Annotated[Optional[Path], typer.Option("--config", "-c", help="settings file")] = None,
+    svg: Annotated[Optional[Path], typer.Option("--svg", help="with --once: also save the table as an SVG "
+                                                "screenshot of the terminal (rich's export) to this file")] = None,
 ) -> None:
     """Every worker of the fleet, refreshed each second: records/s, lag, batch size and window, P50/P99,
     errors/s, versions served, semantic drift, health. Workers come from their heartbeats on audit.status
     (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set, as `rtaudit up` does).
     The table fits the terminal's width: below 120 columns the role, window, batch, versions... columns
     give way (cli/top_view.py GIVE_WAY); worker, rec/s, lag, P99 and health always stay."""
+    if svg is not None and not once:
+        raise typer.BadParameter("--svg saves one table: use it with --once", param_hint="--svg")
     from rich.console import Console, Group
     from rich.live import Live
 
@@ -31,7 +35,7 @@ def top(
     from rtaudit.cli.top_view import NARROW_BELOW, WINDOW_S, Scraper, table
 
     s = _connect(config, (STATUS,))
-    fleet, scraper, console = _Fleet(s), Scraper(), Console()
+    fleet, scraper, console = _Fleet(s), Scraper(), Console(record=svg is not None)
 
     def frame() -> Group:
         fleet.refresh()
@@ -47,6 +51,8 @@ def top(
             frame()
             time.sleep(interval)
             console.print(frame())
+            if svg is not None:
+                console.save_svg(str(svg), title="rtaudit top")
             return
         with Live(frame(), console=console, refresh_per_second=4, screen=False) as live_view:
             while True:

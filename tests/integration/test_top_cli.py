@@ -26,15 +26,20 @@ pytestmark = pytest.mark.integration
 LONG_VERSION = "2026-12-04-e7082391+minilm-53aa51172d14-ft4f21344890b3-op17-int8-matmulgather-s8pc7-v2"
 
 
-def run_top(s: Settings, tmp_path: Path, columns: int) -> list[str]:
+def run_top(s: Settings, tmp_path: Path, columns: int, *extra: str) -> list[str]:
     env = {k: v for k, v in os.environ.items() if k.upper() not in ("KAFKA_BOOTSTRAP_SERVERS", "RTAUDIT_BOOTSTRAP_SERVERS",
                                                                   "RTAUDIT_CONFIG")}
     env.update(RTAUDIT_EMBEDDED_PORT=str(s.embedded_port), RTAUDIT_STATE_DIR=str(s.state_dir), COLUMNS=str(columns),
                LINES="60", XDG_RUNTIME_DIR=str(tmp_path / "run"))
-    proc = subprocess.run([sys.executable, "-m", "rtaudit.cli.main", "top", "--once", "--interval", "1.5"], cwd=tmp_path,
+    proc = subprocess.run([sys.executable, "-m", "rtaudit.cli.main", "top", "--once", "--interval", "1.5", *extra], cwd=tmp_path,
                           env=env, capture_output=True, text=True, timeout=90)
     assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stdout + proc.stderr
     return proc.stdout.splitlines()
+
+
+def svg_text(svg: str) -> str:
+    """The SVG with rich's non-breaking spaces (``&#160;``) read as spaces."""
+    return svg.replace("&#160;", " ")
 
 
 def test_top_fits_80_and_160_columns_with_one_line_per_worker(broker_settings: Settings, tmp_path: Path) -> None:
@@ -59,10 +64,14 @@ def test_top_fits_80_and_160_columns_with_one_line_per_worker(broker_settings: S
     feeder.start()
     try:
         workers = [p.worker_id for p in planes]
+        svg = tmp_path / "top.svg"
         for columns, headers in ((80, ("worker", "rec/s", "lag", "P99", "err/s", "health")),
                                  (160, ("role", "worker", "rec/s", "lag", "batch", "window ms", "P50 ms", "P99 ms", "err/s",
                                         "versions", "drift", "health"))):
-            lines = run_top(s, tmp_path, columns)
+            lines = run_top(s, tmp_path, columns, "--svg", str(svg))
+            shot = svg.read_text(encoding="utf-8")  # the screenshot holds the same table
+            assert shot.startswith("<svg") and "rtaudit top" in svg_text(shot), shot[:200]
+            assert all(p.worker_id in svg_text(shot) for p in planes), shot
             assert max(cell_len(line) for line in lines) <= columns, "\n".join(lines)
             header = next(line for line in lines if " worker " in line and "rec/s" in line)
             assert header.split() == [w for h in headers for w in h.split()] or all(h in header for h in headers), header
