@@ -11,7 +11,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from rtaudit.engine.text.normalize import normalize
+from rtaudit.engine.text.normalize import ABBREVIATIONS, normalize
 from rtaudit.modelbuild.text.benign import BENIGN, BENIGN_CATEGORIES, BENIGN_TEXTS
 from rtaudit.modelbuild.text.evasion import TECHNIQUES, evasion_variant, evasion_variants
 from rtaudit.modelbuild.text.robustness import evasion_report, format_reports, newly_flagged, normalized
@@ -65,6 +65,7 @@ def test_normalization_undoes_the_lossless_techniques(clean, seed, technique):
 def test_normalization_undoes_spacing_up_to_word_gaps(clean, seed):
     # the writer's word gaps (three spaces) stay; inside a word, a glued form that is no known
     # word may be read as known words, keeping one of the writer's spaces between them ("keya" → "key a")
+    assume(not any(w in ABBREVIATIONS for w in clean.split()))  # "kys" is spelled out ("kill yourself"), spaced or not
     seen = normalize(evasion_variant(clean, "spacing", seed)).text
     assert [w.replace(" ", "") for w in re.split(r" {3,}", seen)] == clean.split()
 
