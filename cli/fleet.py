@@ -255,6 +255,10 @@ def down(
     if port is not None:
         s = s.model_copy(update={"bootstrap_servers": None, "embedded_port": port})
     owner = read_claim(s)
+    loopback = _loopback_port(s.bootstrap_servers)
+    if owner is None and loopback is not None:  # KAFKA_BOOTSTRAP_SERVERS exported to reach an embedded fleet
+        s = s.model_copy(update={"bootstrap_servers": None, "embedded_port": loopback})
+        owner = read_claim(s)
     if owner is None:
         busy = s.bootstrap_servers is None and is_listening("127.0.0.1", s.embedded_port)
         console.print(f"no rtaudit fleet holds {s.bootstrap}{' (something else listens there)' if busy else ''}")
@@ -269,6 +273,12 @@ def down(
         time.sleep(0.2)
     console.print("stopped")
 
+
+def _loopback_port(bootstrap: str | None) -> int | None:
+    """The port of a bootstrap address that is one loopback ``host:port`` (where an embedded
+    broker listens), else ``None``."""
+    host, _, port = (bootstrap or "").rpartition(":")
+    return int(port) if host in ("127.0.0.1", "localhost") and port.isdigit() else None
 
 
 def demo(

@@ -104,6 +104,7 @@ class FusionHandler(HandlerBase):
     # -- records -------------------------------------------------------------------
     def handle(self, records: Sequence[Record], now_ms: int) -> list[Emit]:
         self._follow_policies()
+        metrics.MESSAGES_CONSUMED.labels(ROLE, SCORES).inc(len(records))
         out: list[Emit] = []
         for m in records:
             partition, offset = m.partition() or 0, m.offset() or 0

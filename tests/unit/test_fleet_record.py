@@ -87,6 +87,34 @@ time.sleep(120)
     claim.release()
 
 
+def test_down_finds_an_embedded_fleet_by_the_loopback_bootstrap_address_a_user_exported(
+        runtime: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from rtaudit.cli.main import app
+
+    s = settings(free_port())
+    holder = subprocess.Popen(
+        [sys.executable, "-c", f"""
+import time
+from rtaudit.tools.fleet.record import Claim, FleetRecord
+from rtaudit.workers.settings import Settings
+s = Settings(embedded_port={s.embedded_port})
+claim = Claim(s, FleetRecord.ours(s, "fleet", "run-y", None)).acquire()
+print("held", flush=True)
+time.sleep(120)
+"""], stdout=subprocess.PIPE, text=True, cwd=Path(__file__).resolve().parents[2], env={**os.environ, "XDG_RUNTIME_DIR": str(runtime)})
+    try:
+        assert holder.stdout.readline().strip() == "held"  # type: ignore[union-attr]
+        monkeypatch.setenv("KAFKA_BOOTSTRAP_SERVERS", f"127.0.0.1:{s.embedded_port}")
+        result = CliRunner().invoke(app, ["down", "--timeout", "20"])
+        assert result.exit_code == 0, result.output
+        assert f"pid {holder.pid}" in result.output and "stopped" in result.output
+        assert holder.wait(timeout=10) == -signal.SIGTERM
+    finally:
+        holder.kill()
+
+
 def test_an_unclaimed_listener_on_the_port_is_refused_by_pid() -> None:
     with socket.socket() as srv:
         srv.bind(("127.0.0.1", 0))

@@ -16,6 +16,7 @@ from rtaudit.engine.policy import PolicyBook, TenantPolicy
 from rtaudit.schemas.codec import encode
 from rtaudit.schemas.errors import InvalidJSON
 from rtaudit.topics.catalog import DLQ, REQUESTS, SCORES, VERDICTS
+from rtaudit.workers import metrics
 from rtaudit.workers.fusion import FusionHandler
 from rtaudit.workers.router import RouterHandler
 from rtaudit.workers.runtime.driver import Driver, record, records, run
@@ -89,7 +90,10 @@ def test_fusion_gives_one_verdict_on_its_partition_and_commits_past_the_decided_
     driver = Driver(fusion_handler(), "fusion")
     recs = records(SCORES, [encode(manifest(TEXT)), encode(partial(TEXT, scores={"offensive": 0.01})), b"\xff not json"],
                    partition=3)
+    consumed = metrics.MESSAGES_CONSUMED.labels("fusion", SCORES)
+    before = consumed._value.get()
     result = driver.run(recs, now_ms=CREATED_MS + 200)
+    assert consumed._value.get() - before == 3  # rtaudit top's rec/s of fusion: every record, the bad one too
     [verdict] = result.on(VERDICTS)
     assert verdict.partition == 3 and orjson.loads(verdict.value)["decision"] == "allow"
     assert [o.topic for o in result.outputs] == [VERDICTS, DLQ]
