@@ -28,6 +28,7 @@ def text_train_e5(
     from rtaudit.modelbuild.text import e5_train
     from rtaudit.modelbuild.text import multilingual_data as MD
     from rtaudit.engine.text.e5 import E5Encoder
+    from rtaudit.engine.text.cascade import STRONG_HEAD
     from rtaudit.engine.text.e5_heads import artifacts_dir
 
     root = data or MD.default_data_dir(settings_or_exit(None).multilingual_data)
@@ -56,9 +57,40 @@ def text_train_e5(
     table = Table("head", "sha256", "C", "dev AUC", "threshold", "dev R", "dev ordinary FP", "dev abuse-set neg FP")
     for name, a in manifest["artifacts"].items():
         r = a["report"]
-        if name.startswith(("route_", "ngram_")):
+        if name.startswith(("route_", "ngram_")) or name == STRONG_HEAD:
             continue
         table.add_row(a["language"], a["sha256"][:16], str(r["C"]), f"{r['dev_auc']:.3f}", f"{r['threshold']:.3f}",
                       f"{r['dev_recall']:.3f}", "-" if r["dev_ordinary_fp"] is None else f"{r['dev_ordinary_fp']:.1%}",
                       "-" if r["dev_neg_fp"] is None else f"{r['dev_neg_fp']:.1%}")
+    Console().print(table)
+
+
+def text_train_cascade(
+    data: Annotated[Path, typer.Option("--data", help="root of the labelled English data (text/davidson, text/olid, "
+                                       "text/hatexplain)")] = DEFAULT_DATA,
+    out: Annotated[Optional[Path], typer.Option(help="output directory (default: engine/text/artifacts/multilingual_e5)")] = None,
+    threads: Annotated[int, typer.Option(help="onnxruntime intra-op threads of the encoder (0: one per core)")] = 0,
+) -> None:
+    """Fit the cascade's strong English head (e5 embeddings of the train splits of Davidson, OLID and HateXplain;
+    :mod:`rtaudit.modelbuild.text.cascade_train`); write it and its manifest entry."""
+    from rtaudit.engine.text.e5 import E5Encoder
+    from rtaudit.engine.text.e5_heads import artifacts_dir
+    from rtaudit.modelbuild.text import cascade_train
+    from rtaudit.modelbuild.text import data as D
+
+    settings = settings_or_exit(None)
+    missing = [p for name in cascade_train.SETS for p in D.data_files(data)[name] if not p.is_file()]
+    if missing:
+        Console(stderr=True).print(f"English training data not found: {missing[0]} (pass --data DIR)", markup=False)
+        raise typer.Exit(2)
+    try:
+        encoder = E5Encoder(intra_op_threads=threads, cache=settings.cache)
+    except ImportError as e:
+        Console(stderr=True).print(f"no multilingual encoder: {e}", markup=False)
+        raise typer.Exit(2) from None
+    encoder.use_cache()
+    entry = cascade_train.train(data, out or artifacts_dir(), encoder)
+    table = Table("category", "C", "CV AUC", "threshold", "train rows", "positives", title=f"cascade head {entry['sha256'][:16]}")
+    for c, r in entry["report"].items():
+        table.add_row(c, str(r["C"]), f"{r['cv_auc']:.3f}", f"{r['threshold']:.2f}", str(r["train_rows"]), str(r["positives"]))
     Console().print(table)

@@ -14,7 +14,7 @@ from rtaudit.cli.breaker import breaker_app
 from rtaudit.cli.client import submit, verdicts
 from rtaudit.cli.control import control_app
 from rtaudit.cli.dlq import dlq
-from rtaudit.cli.e5 import text_train_e5
+from rtaudit.cli.e5 import text_train_cascade, text_train_e5
 from rtaudit.cli.explain import explain
 from rtaudit.cli.fleet import broker, demo, down, up, worker
 from rtaudit.cli.harness import bench, chaos, fuzz
@@ -29,6 +29,7 @@ app.add_typer(topics_app, name="topics")
 app.add_typer(schemas_app, name="schemas")
 text_app.command("train-multilingual")(text_train_multilingual)
 text_app.command("train-e5")(text_train_e5)
+text_app.command("train-cascade")(text_train_cascade)
 app.add_typer(text_app, name="text")
 app.command("eval")(eval_text)
 control_app.add_typer(breaker_app, name="breaker")

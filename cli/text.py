@@ -177,6 +177,39 @@ def eval_speech(data: Path, out: Console | MarkdownConsole) -> None:
     out.print(t)
 
 
+def cascade_table(data: Path, out: Console | MarkdownConsole, max_rows: int | None) -> None:
+    """Print ``rtaudit eval --cascade``'s Pareto table (:func:`rtaudit.modelbuild.text.cascade_eval.pareto`)."""
+    import numpy as np
+
+    from rtaudit.engine.text.scoring import TextScorer
+    from rtaudit.modelbuild.text import data as D
+    from rtaudit.modelbuild.text.cascade_eval import SETS, pareto
+
+    missing = [p for name in SETS for p in D.data_files(data)[name] if not p.is_file()]
+    if missing:
+        Console(stderr=True).print(f"evaluation data not found: {missing[0]} (pass --data DIR)", markup=False)
+        raise typer.Exit(2)
+    scorer = TextScorer()
+    try:
+        rows = pareto(scorer, data, max_rows=max_rows)
+    except RuntimeError as exc:
+        Console(stderr=True).print(f"cascade: {exc}", markup=False)
+        raise typer.Exit(2) from None
+    fast = rows[0]
+    t = Table("profile", "band", *(f"{d} macro-F1 (Δ)" for d in SETS), "ceiling Δ (gold labels in band)", "sent to e5",
+              "texts/s", "vs fast",
+              "target: +0.03 each, >= 0.7x", title=f"English cascade (dev splits{'' if max_rows is None else f', {max_rows} rows each'}; "
+              f"{scorer.version})")
+    for r in rows:
+        deltas = [r.macro_f1[d] - fast.macro_f1[d] for d in SETS]
+        met = r is not fast and min(deltas) >= 0.03 and r.texts_s >= 0.7 * fast.texts_s
+        t.add_row(r.profile, r.band, *(f"{r.macro_f1[d]:.3f} ({dx:+.3f})" for d, dx in zip(SETS, deltas)),
+                  " / ".join(f"{r.ceiling[d] - fast.macro_f1[d]:+.3f}" for d in SETS),
+                  f"{np.mean(list(r.sent.values())):.1%}", f"{r.texts_s:.0f}", f"{r.texts_s / fast.texts_s:.2f}x",
+                  "-" if r is fast else "met" if met else "not met")
+    out.print(t)
+
+
 def eval_text(
     data: DataOpt = DEFAULT_DATA,
     quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
@@ -192,6 +225,8 @@ def eval_text(
                                            "pastes)")] = False,
     speech: Annotated[bool, typer.Option("--speech", help="only speech recognition: word error rate per clip of "
                                          "<data>/audio/manifest.csv through decode, VAD and Whisper")] = False,
+    cascade: Annotated[bool, typer.Option("--cascade", help="only the English cascade's Pareto table: macro-F1 on the "
+                                          "English dev sets and texts/s per profile (docs/text-moderation.md)")] = False,
     explain: Annotated[bool, typer.Option("--explain", help="only the explanations' tables: Grad-CAM++ vs Grad-CAM "
                                           "localization against NudeNet's boxes, deletion/insertion (docs/explanations.md; "
                                           "needs no --data)")] = False,
@@ -220,6 +255,9 @@ def eval_text(
 
         for table in explain_tables(data / "images" / "photos"):
             out.print(table)
+        return
+    if cascade:
+        cascade_table(data, out, max_rows)
         return
     if functional:
         scorer = TextScorer(artifacts_dir=artifacts)

@@ -88,6 +88,7 @@ class StageOptions:
         encoder_precision: the MiniLM graph when the bundle does not pin one (``None``: ``auto``).
         media_policy: media limits of the image stages (``None``: :class:`~rtaudit.engine.media.MediaPolicy` defaults).
         cache: folder of the built encoder graphs (``None``: ``~/.cache/rtaudit``).
+        text_cascade: the English second-stage profile of text bundles (:data:`rtaudit.engine.text.cascade.PROFILES`).
     """
 
     prefer_gpu: bool = True
@@ -95,6 +96,7 @@ class StageOptions:
     encoder_precision: str | None = None
     media_policy: MediaPolicy | None = None
     cache: Path | None = None
+    text_cascade: str = "off"
 
     def policy(self) -> MediaPolicy:
         return self.media_policy if self.media_policy is not None else MediaPolicy()
@@ -131,7 +133,7 @@ def _text_scorer(root: Path, manifest: BundleManifest, o: StageOptions) -> TextS
     try:
         return TextScorer(prefer_gpu=o.prefer_gpu, intra_op_threads=o.intra_op_threads,
                           encoder_precision=manifest.typed_params().encoder_precision or o.encoder_precision,
-                          artifacts_dir=root / "artifacts", cache=o.cache)
+                          artifacts_dir=root / "artifacts", cache=o.cache, cascade=o.text_cascade)
     except ArtifactError as exc:
         raise BundleCorrupt(f"bundle {root}: {exc}") from None
 

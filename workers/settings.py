@@ -141,6 +141,11 @@ class Settings(BaseSettings):
     #: ``benchmarks/int8_encoder.py`` when the encoder runs on CPU, fp32 on CUDA). The choice is
     #: part of the text model's version string, so each partial names what served it.
     text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
+    #: the English second stage of the ``minilm`` text model (``engine/text/cascade.py``): texts whose highest
+    #: MiniLM score falls in the profile's band are read again by multilingual-e5-small with English heads and
+    #: the two scores averaged. ``off`` (default), ``conservative`` [0.4, 0.6], ``balanced`` [0.25, 0.75],
+    #: ``aggressive`` [0.1, 0.9]; docs/text-moderation.md has the measured macro-F1 and texts/s of each.
+    text_cascade: Literal["off", "conservative", "balanced", "aggressive"] = "off"
     #: folder of the built models (the MiniLM ONNX graphs of ``rtaudit text build-encoder``) and of the
     #: embedding memos of training and ``rtaudit eval``; unset: ``~/.cache/rtaudit``. The container image
     #: sets it (``RTAUDIT_CACHE``) to where its build step exported the graphs.
@@ -232,7 +237,7 @@ class Settings(BaseSettings):
 
         return StageOptions(prefer_gpu=self.prefer_gpu, intra_op_threads=self.model_threads(),
                             encoder_precision=self.text_encoder_precision, media_policy=self.media.policy(),
-                            cache=self.cache)
+                            cache=self.cache, text_cascade=self.text_cascade)
 
     def model_threads(self) -> int:
         """onnxruntime intra-op threads each model session of this process gets.

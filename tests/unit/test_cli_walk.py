@@ -48,7 +48,7 @@ NO_BROKER: dict[str, tuple[list[str], int, str]] = {
 BAD_SETTINGS: dict[str, list[str]] = {
     "bench": ["--quick"], "chaos": ["--quick"], "fuzz": ["--quick"], "eval": ["--functional"], "demo": [], "up": [],
     "broker": [], "worker": ["text"], "model list": [], "model package": ["--stage", "text", "--version", "v9"],
-    "text build-encoder": [], "text build-e5": [], "text train-e5": [], "text train": [], "text finetune": [], "text train-multilingual": [],
+    "text build-encoder": [], "text build-e5": [], "text train-e5": [], "text train-cascade": [], "text train": [], "text finetune": [], "text train-multilingual": [],
 }
 #: commands that read no settings and need no broker (they only write local files or print)
 LOCAL_ONLY = {"schemas export"}
