@@ -183,6 +183,7 @@ def cascade_table(data: Path, out: Console | MarkdownConsole, max_rows: int | No
 
     from rtaudit.engine.text.scoring import TextScorer
     from rtaudit.modelbuild.text import data as D
+    from rtaudit.engine.text.cascade import load_cascade
     from rtaudit.modelbuild.text.cascade_eval import SETS, pareto
 
     missing = [p for name in SETS for p in D.data_files(data)[name] if not p.is_file()]
@@ -207,6 +208,20 @@ def cascade_table(data: Path, out: Console | MarkdownConsole, max_rows: int | No
                   " / ".join(f"{r.ceiling[d] - fast.macro_f1[d]:+.3f}" for d in SETS),
                   f"{np.mean(list(r.sent.values())):.1%}", f"{r.texts_s:.0f}", f"{r.texts_s / fast.texts_s:.2f}x",
                   "-" if r is fast else "met" if met else "not met")
+    out.print(t)
+    from rtaudit.engine.text.cascade import PROFILES
+    from rtaudit.modelbuild.text import functional as fs
+
+    reports = {}
+    for name in PROFILES:  # the functional suite (our own cases) through the scorer with each profile on
+        scorer.cascade_band, scorer.strong_head = (None, None) if name == "off" else load_cascade(name, scorer.semantic)
+        reports[name] = fs.evaluate(fs.scorer_scores(scorer))
+    scorer.cascade_band = None
+    t = Table("functionality", "label", *PROFILES, "target", title="Functional suite pass rate per cascade profile")
+    for i, row in enumerate(reports["off"].rows):
+        t.add_row(row.functionality, "hateful" if row.hateful else "not hateful",
+                  *(f"{reports[name].rows[i].pass_rate:.2f}" for name in PROFILES), f">= {row.target:.2f}")
+    t.add_row("functionalities at target", "", *(f"{reports[name].met} of {len(reports[name].rows)}" for name in PROFILES), "")
     out.print(t)
 
 

