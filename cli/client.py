@@ -3,6 +3,8 @@ reasons whole) and ``verdicts`` (follow audit.verdicts); registered on the app b
 
 from __future__ import annotations
 
+from collections import Counter
+
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -149,6 +151,13 @@ def submit(
     timing = _timing(slo, deadline)
     requests = _requests(s, paths or [], uri or [], tenant, extra)
     requests = [r.model_copy(update=timing) for r in requests]  # .jsonl requests too
+    counts = Counter(r.request_id for r in requests)
+    repeated = [(rid, n) for rid, n in counts.items() if n > 1]
+    if repeated:  # fusion gives one verdict per request id: the later requests would never be judged
+        rid, n = repeated[0]
+        raise _fail(f"request_id {rid!r} appears {n} times in what you submit"
+                    f"{f' (and {len(repeated) - 1} more ids repeat)' if len(repeated) > 1 else ''}: "
+                    "give each request its own id (one verdict is made per id)", 2)
     try:
         check_cluster(s, [REQUESTS, VERDICTS] if wait else [REQUESTS])
         reader = verdict_reader(s) if wait else None

@@ -68,7 +68,8 @@ def text_train_e5(
 def text_train_cascade(
     data: Annotated[Path, typer.Option("--data", help="root of the labelled English data (text/davidson, text/olid, "
                                        "text/hatexplain)")] = DEFAULT_DATA,
-    out: Annotated[Optional[Path], typer.Option(help="output directory (default: engine/text/artifacts/multilingual_e5)")] = None,
+    out: Annotated[Optional[Path], typer.Option(help="output directory, holding the e5 heads' manifest.json (default: "
+                                                "engine/text/artifacts/multilingual_e5: replaces the shipped head)")] = None,
     threads: Annotated[int, typer.Option(help="onnxruntime intra-op threads of the encoder (0: one per core)")] = 0,
 ) -> None:
     """Fit the cascade's strong English head (e5 embeddings of the train splits of Davidson, OLID and HateXplain;

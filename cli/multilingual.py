@@ -61,13 +61,11 @@ def multilingual_section(console: "Console | MarkdownConsole", scorer, data: Pat
               title="Other languages: held-out test split (score >= 0.5) and benign sentences")
     rows_of, memo = None, None
     semantic = getattr(scorer, "semantic", None)
-    if semantic is not None:  # the e5 heads' seeded test sample: its embeddings are cached by `rtaudit text train-e5`
+    if semantic is not None:  # the e5 heads' seeded test sample (fixed: the seed alone picks it, not the cache)
         from rtaudit.modelbuild.text import e5_train
-        from rtaudit.engine.text.encoder import EmbeddingCache
 
         memo = semantic.encoder.memo or semantic.encoder.use_cache()
-        keyer = lambda rows: [EmbeddingCache.key(i) for i in semantic.encoder.tokenizer.encode([r.text for r in rows])]  # noqa: E731
-        rows_of = lambda lang: e5_train.sample(root, lang, set(memo.table), keyer)  # noqa: E731
+        rows_of = lambda lang: e5_train.sample(root, lang)  # noqa: E731
         t.title = f"{t.title or ''} (seeded sample: at most {sum(e5_train.CAPS['test'].values())} test rows per language)"
     for r in MT.test_report(scorer, root, quick=quick, rows_of=rows_of):
         t.add_row(r.language, r.datasets, str(r.n), str(r.pos), f"{r.routed:.1%}", f"{r.precision:.3f}", f"{r.recall:.3f}",

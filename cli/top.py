@@ -8,6 +8,11 @@ from typing import Annotated, Optional
 
 import typer
 
+#: shown under the table when live workers serve no /metrics (their rates and percentiles read "-").
+NO_METRICS = ("{missing} of {live} workers serve no /metrics, so their rates and percentiles read '-': start the fleet "
+              "with metrics_port set (RTAUDIT_METRICS_PORT=<free port>; `rtaudit up` gives each worker the next port "
+              "from it; 0, the default, is off)")
+
 
 def top(
     interval: Annotated[float, typer.Option("--interval", "-n", min=0.2, help="seconds between refreshes")] = 1.0,
@@ -23,8 +28,9 @@ def top(
     give way (cli/top_view.py GIVE_WAY); worker, rec/s, lag, P99 and health always stay."""
     if svg is not None and not once:
         raise typer.BadParameter("--svg saves one table: use it with --once", param_hint="--svg")
-    from rich.console import Console, Group
+    from rich.console import Console, Group, RenderableType
     from rich.live import Live
+    from rich.text import Text
 
     from rtaudit.engine.clock import now_ms
     from rtaudit.topics.catalog import STATUS
@@ -44,7 +50,11 @@ def top(
         title = (f"rtaudit top — {s.bootstrap} — {len(live)} workers — rates over {WINDOW_S:.0f} s — "
                  f"{time.strftime('%H:%M:%S')}")
         width = console.size.width  # each frame fits the terminal as it is now (resized or not)
-        return Group(table(rows, title, width), drift_table(live.values(), narrow=width < NARROW_BELOW))
+        parts: list[RenderableType] = [table(rows, title, width), drift_table(live.values(), narrow=width < NARROW_BELOW)]
+        missing = sum(1 for b in live.values() if not b.metrics)
+        if missing:
+            parts.insert(1, Text(NO_METRICS.format(missing=missing, live=len(live)), style="yellow"))
+        return Group(*parts)
 
     try:
         if once:

@@ -137,7 +137,9 @@ class Scraper:
             return row
         (t0, old), (t1, new) = hist[0], hist[-1]
         dt = max(t1 - t0, 1e-9)
-        row.records_s = (total(new, "rtaudit_messages_consumed_total") - total(old, "rtaudit_messages_consumed_total")) / dt
+        # model workers: items scored (a fetched record waits in the batcher first); the others handle what they consume
+        done = "rtaudit_messages_consumed_total" if b.role in ("router", "fusion", "explain") else "rtaudit_partials_total"
+        row.records_s = (total(new, done) - total(old, done)) / dt
         row.errors_s = (_errors(new) - _errors(old)) / dt
         n = total(new, "rtaudit_batch_size_count") - total(old, "rtaudit_batch_size_count")
         if n > 0:

@@ -109,7 +109,7 @@ class Settings(BaseSettings):
     #: ``local`` = the embedded tansu broker's client profile; ``production`` = library defaults.
     kafka_profile: Literal["local", "production"] | None = None
     #: loopback port of the embedded broker (when ``bootstrap_servers`` is unset).
-    embedded_port: int = EMBEDDED_PORT
+    embedded_port: int = Field(default=EMBEDDED_PORT, ge=1, le=65535)
     #: partitions of every keyed topic, fixed when ``rtaudit topics create`` creates it.
     partitions: int = Field(default=DEFAULT_PARTITIONS, ge=1, le=256)
     #: replication factor of topics Faust creates itself (changelogs); default 1 local, 3 production.
@@ -142,7 +142,7 @@ class Settings(BaseSettings):
     #: part of the text model's version string, so each partial names what served it.
     text_encoder_precision: Literal["auto", "fp32", "fp16", "int8"] = "auto"
     #: the English second stage of the ``minilm`` text model (``engine/text/cascade.py``): texts whose highest
-    #: MiniLM score falls in the profile's band are read again by multilingual-e5-small with English heads and
+    #: fast score (MiniLM + alt-profanity-check, any category) falls in the profile's band are read again by multilingual-e5-small with English heads and
     #: the two scores averaged. ``off`` (default), ``conservative`` [0.4, 0.6], ``balanced`` [0.25, 0.75],
     #: ``aggressive`` [0.1, 0.9]; docs/text-moderation.md has the measured macro-F1 and texts/s of each.
     text_cascade: Literal["off", "conservative", "balanced", "aggressive"] = "off"

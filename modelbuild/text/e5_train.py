@@ -217,15 +217,13 @@ def compare_languages(root: Path, encoder, heads, fp: float = ORDINARY_FP_MAX,
     counts) and, per model (``char``, ``char_fp``, ``e5``), ``recall``, ``ordinary_fp``, ``neg_fp`` (the abuse sets'
     non-abusive rows) and ``benign_fp`` (the 50 benign sentences of the language; shares in [0, 1])."""
     from rtaudit.modelbuild.text.benign_multilingual import benign
-    from rtaudit.engine.text.encoder import EmbeddingCache
     from rtaudit.engine.text.heads import CharNgramModel, verified_path
     from rtaudit.engine.text.normalize import normalize
 
     memo = encoder.memo or encoder.use_cache()
-    keyer = lambda rows: [EmbeddingCache.key(i) for i in encoder.tokenizer.encode([r.text for r in rows])]  # noqa: E731
     out = []
     for lang in languages:
-        rows = sample(root, lang, set(memo.table), keyer)
+        rows = sample(root, lang)  # fixed by the seed (not by what the cache holds), so runs compare
         ordinary = ordinary_of(lang)
         dev = [r for r in rows if r.split == "dev"]
         test = [r for r in rows if r.split == "test"]

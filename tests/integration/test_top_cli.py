@@ -57,6 +57,7 @@ def test_top_fits_80_and_160_columns_with_one_line_per_worker(broker_settings: S
         rng = random.Random(7)
         while not stop.wait(0.01):
             metrics.MESSAGES_CONSUMED.labels("text", "audit.text.lo").inc(32)
+            metrics.PARTIALS.labels("text", "ok").inc(32)  # a model worker's rec/s: items scored
             metrics.BATCH_SIZE.labels("text").observe(32)
             metrics.INFERENCE_SECONDS.labels("text", "minilm").observe(rng.uniform(0.02, 0.04))
 
@@ -83,9 +84,21 @@ def test_top_fits_80_and_160_columns_with_one_line_per_worker(broker_settings: S
             rate = float(text_line.split(workers[0])[1].replace("│", " ").split()[0])
             assert rate > 100, text_line  # ~3200 records/s in the feeder's loop on an idle machine
             assert ("drift: semantic alert above" in "\n".join(lines)) and any("offensive 1.010" in line for line in lines)
+            assert "serve no /metrics" not in " ".join(" ".join(lines).split())  # every worker here serves them
             print(f"--- {columns} columns ---\n" + "\n".join(lines))
     finally:
         stop.set()
         feeder.join()
         for p in planes:
             p.stop()
+
+
+def test_top_says_how_to_get_rates_when_no_worker_serves_metrics(broker_settings: Settings, tmp_path: Path) -> None:
+    s = broker_settings.model_copy(update={"metrics_port": 0})  # `rtaudit up`'s default
+    plane = ControlPlane(s, "text", heartbeat_s=0.5, status=lambda: {"lag": 3}).start()
+    try:
+        out = " ".join(" ".join(run_top(s, tmp_path, 200)).split())
+        assert plane.worker_id in out
+        assert "workers serve no /metrics, so their rates and percentiles read '-': start the fleet with metrics_port set" in out
+    finally:
+        plane.stop()

@@ -54,6 +54,19 @@ def test_a_file_that_is_not_text_is_an_error_before_anything_is_sent(no_broker, 
     assert "x.bin is not UTF-8 text" in one_line(result)
 
 
+def test_a_request_id_given_twice_is_refused_before_anything_is_sent(no_broker, tmp_path):
+    """Fusion makes one verdict per request id: a second request with the same id would never be judged."""
+    now = 1_800_000_000_000
+    (tmp_path / "dup.jsonl").write_text(
+        f'{{"request_id": "u-dup-1", "tenant_id": "default", "created_at_ms": {now}, "text": "have a nice day"}}\n'
+        f'{{"request_id": "u-dup-1", "tenant_id": "default", "created_at_ms": {now}, "text": "you stupid idiot"}}\n')
+    result = CliRunner().invoke(app, ["submit", "dup.jsonl"])
+    assert result.exit_code == 2
+    assert one_line(result) == ("request_id 'u-dup-1' appears 2 times in what you submit: give each request its own id "
+                                "(one verdict is made per id)")
+    assert "submitted" not in result.output
+
+
 @pytest.mark.parametrize("name", ["empty.txt", "empty.png", "empty.jpg", "empty.jsonl", "blank.txt", "blank.jsonl"])
 def test_an_empty_file_of_any_kind_is_refused_the_same_way(no_broker, tmp_path, name):
     """A 0-byte image was published and answered `review` with two DLQ records; now every kind says the same."""

@@ -133,9 +133,16 @@ def test_threshold_rule_keeps_the_recall_floor_where_reachable():
     free, _ = best_macro_threshold(y, p)
     floored, _ = best_macro_threshold(y, p, recall_floor=0.75)
     assert free > 0.5 and 0.28 < floored <= 0.3  # the floor trades precision for the recall it asks
-    # a positive the router sends elsewhere counts as missed: 0.75 is then out of reach, the free rule holds
+    # a positive the router sends elsewhere counts as missed: 0.75 is then out of reach, and the best macro-F1
+    # among the thresholds with the highest reachable recall (0.5) holds: here the free rule's
     routed = np.array([True, True, False, False] + [True] * 6)
     assert best_macro_threshold(y, p, routed=routed, recall_floor=0.75)[0] == free
+    # out of reach within the ordinary-text limit: the highest recall that limit allows, not the best macro-F1
+    y2 = np.array([1, 1, 1, 1] + [0] * 200)
+    p2 = np.concatenate([[0.9, 0.6, 0.35, 0.2], [0.5, 0.45, 0.3, 0.28], np.full(196, 0.05)])
+    ordinary2 = np.array([False] * 4 + [True] * 200)
+    t, _ = best_macro_threshold(y2, p2, ordinary=ordinary2, recall_floor=1.0)
+    assert 0.3 < t <= 0.35  # recall 0.75 with 2 of 200 ordinary rows flagged (1 %); at 0.3 and below, 3 (1.5 %)
 
 
 def test_social_markup_is_not_read_and_offsets_survive():

@@ -25,6 +25,13 @@ def test_a_bad_environment_value_is_reported_against_its_variable(monkeypatch):
     assert "rtaudit.toml" not in msg
 
 
+@pytest.mark.parametrize("port", ["0", "99999", "-1"])
+def test_an_embedded_port_outside_1_65535_is_refused_before_any_broker_starts(monkeypatch, port):
+    monkeypatch.setenv("RTAUDIT_EMBEDDED_PORT", port)
+    with pytest.raises(SettingsError, match=rf"embedded_port \(from environment variable RTAUDIT_EMBEDDED_PORT='{port}'\)"):
+        load_settings(TOML)
+
+
 def test_a_bad_nested_environment_value_names_the_nested_variable(monkeypatch):
     monkeypatch.setenv("RTAUDIT_MEDIA__MAX_BYTES", "1")
     with pytest.raises(SettingsError, match=r"media\.max_bytes \(from environment variable RTAUDIT_MEDIA__MAX_BYTES='1'\)"):

@@ -22,7 +22,7 @@ def beat(role: str = "text", metrics: str | None = "127.0.0.1:1") -> Heartbeat:
 
 def test_rates_batch_size_and_percentiles_over_the_window() -> None:
     reg = CollectorRegistry()
-    consumed = Counter("rtaudit_messages_consumed", "", ["role", "topic"], registry=reg)
+    scored = Counter("rtaudit_partials", "", ["stage", "status"], registry=reg)
     sizes = Histogram("rtaudit_batch_size", "", ["stage"], buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256), registry=reg)
     infer = Histogram("rtaudit_inference_seconds", "", ["stage", "model"], buckets=BUCKETS, registry=reg)
     dlq = Counter("rtaudit_dlq_records", "", ["role", "error_code"], registry=reg)
@@ -33,7 +33,7 @@ def test_rates_batch_size_and_percentiles_over_the_window() -> None:
     scraper.row(beat(), parse_metrics(generate_latest(reg).decode()), now_s=100.0)
     rng = random.Random(3)
     for _ in range(1000):
-        consumed.labels("text", "audit.text.lo").inc(32)
+        scored.labels("text", "ok").inc(32)
         sizes.labels("text").observe(32)
         infer.labels("text", "m").observe(rng.uniform(0.02, 0.04))
     dlq.labels("text", "bad_input").inc(20)
@@ -47,6 +47,21 @@ def test_rates_batch_size_and_percentiles_over_the_window() -> None:
     assert (row.lag, row.drift, row.health, row.versions) == (12, 0.42, "ok", "text v1: 100 %")
     rendered = table([row], "t")
     assert rendered.row_count == 1
+
+
+def test_a_model_worker_s_rate_is_items_scored_not_records_fetched_into_its_batcher() -> None:
+    """A burst is fetched at once (consumed jumps, then stays flat) while the model works through it: the rate
+    must follow the partials it publishes, or a busy worker reads 0 rec/s."""
+    reg = CollectorRegistry()
+    consumed = Counter("rtaudit_messages_consumed", "", ["role", "topic"], registry=reg)
+    partials = Counter("rtaudit_partials", "", ["stage", "status"], registry=reg)
+    consumed.labels("text", "audit.text.lo").inc(2000)
+    scraper = Scraper()
+    scraper.row(beat(), parse_metrics(generate_latest(reg).decode()), now_s=100.0)
+    partials.labels("text", "ok").inc(900)
+    partials.labels("text", "expired").inc(100)
+    row = scraper.row(beat(), parse_metrics(generate_latest(reg).decode()), now_s=110.0)
+    assert row.records_s == pytest.approx(100.0)
 
 
 def test_quantile_follows_histogram_quantile() -> None:
