@@ -310,3 +310,19 @@ def test_abuse_abbreviations_are_spelled_out_with_their_span():
     assert normalize("k y s").text == "kill yourself"
     assert normalize("keys and skys").text == "keys and skys"
     assert normalize(n.text).text == n.text
+
+
+def test_a_right_to_left_override_is_read_as_displayed() -> None:
+    """U+202E shows the Latin text after it reversed (UAX #9): the models read what a person sees."""
+    n = normalize("\u202etoidi diputs a era uoy")
+    assert n.text == "you are a stupid idiot" and "bidi_override" in n.steps
+    assert n.to_original(10, 16) == (0, 23)  # a reversed word maps to the whole override run
+    popped = normalize("hello \u202etoidi\u202c friend")
+    assert popped.text == "hello idiot friend"
+    assert popped.to_original(6, 11) == (6, 13) and popped.to_original(12, 18) == (14, 20)
+    assert normalize("a\u202ebc\ndef").text == "acb\ndef"  # a line break ends the override
+    arabic = normalize("\u202eمرحبا يا صديقي")  # right-to-left letters display in logical order either way
+    assert arabic.text == "مرحبا يا صديقي" and arabic.offsets[0] == (1, 2)
+    for t in ("\u202etoidi diputs", "x\u202e\u202eab\u202cc", "\u202e"):
+        once = normalize(t)
+        assert normalize(once.text).text == once.text and len(once.offsets) == len(once.text)

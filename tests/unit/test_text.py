@@ -186,3 +186,10 @@ def test_hatemoji_build_uses_its_official_splits_and_its_test_split_is_never_tra
 def test_manifest_records_balanced_training_weights():
     report = load_manifest()["artifacts"]["en_head.npz"]["report"]
     assert all(report[c]["sample_weights"] == "balanced per (dataset, class)" for c in D.CATEGORIES)
+
+
+def test_an_insult_hidden_behind_a_right_to_left_override_is_flagged_with_its_span(text_scorer):
+    hidden = "\u202etoidi diputs a era uoy"  # displays as "you are a stupid idiot"
+    [plain, shown] = text_scorer.score(["you are a stupid idiot", hidden])
+    assert plain.scores["offensive"] >= 0.5 and shown.scores == plain.scores
+    assert shown.spans and all((sp.start, sp.end) == (0, len(hidden)) for sp in shown.spans)
