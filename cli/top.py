@@ -23,7 +23,7 @@ def top(
 ) -> None:
     """Every worker of the fleet, refreshed each second: records/s, lag, batch size and window, P50/P99,
     errors/s, versions served, semantic drift, health. Workers come from their heartbeats on audit.status
-    (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set, as `rtaudit up` does).
+    (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set: `rtaudit up` then gives each worker the next port).
     The table fits the terminal's width: below 120 columns the role, window, batch, versions... columns
     give way (cli/top_view.py GIVE_WAY); worker, rec/s, lag, P99 and health always stay."""
     if svg is not None and not once:
