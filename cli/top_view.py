@@ -224,10 +224,18 @@ def _natural_width(renderable: Table) -> int:
     return Measurement.get(wide, wide.options, renderable).maximum
 
 
+def _ms_caption(shown: list[str]) -> str | None:
+    """The narrow table's unit note, naming only the millisecond columns it still shows."""
+    names = [short for col, short in (("P50 ms", "P50"), ("P99 ms", "P99"), ("window ms", "win")) if col in shown]
+    if not names:
+        return None
+    return f"{' and '.join(names) if len(names) < 3 else ', '.join(names[:-1]) + ' and ' + names[-1]} in ms"
+
+
 def _table(rows: list[Row], title: str, shown: list[str], versions_max: int, narrow: bool) -> Table:
     t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD if narrow else box.HEAVY_HEAD,
               pad_edge=not narrow, collapse_padding=narrow,
-              caption="P50, P99 and win in ms" if narrow else None, caption_justify="left")
+              caption=_ms_caption(shown) if narrow else None, caption_justify="left")
     for name in shown:
         col = COLUMNS[name]
         t.add_column(col.short if narrow else col.header, justify="right" if col.right else "left", no_wrap=True,

@@ -110,3 +110,12 @@ def test_the_table_fits_the_terminal_dropping_columns_in_order(width: int, kept:
     for r in rows:  # one line per worker: its id whole, its lag and P99 beside it
         (line,) = [line for line in lines if r.worker in line]
         assert "7411" in line and "59700.0" in line, line
+
+
+def test_the_narrow_caption_names_only_the_millisecond_columns_shown() -> None:
+    from rtaudit.cli.top_view import _ms_caption
+
+    assert _ms_caption(["worker", "P50 ms", "P99 ms", "window ms"]) == "P50, P99 and win in ms"
+    assert _ms_caption(["worker", "rec/s", "P99 ms"]) == "P99 in ms"
+    assert _ms_caption(["worker", "P50 ms", "P99 ms"]) == "P50 and P99 in ms"
+    assert _ms_caption(["worker", "lag"]) is None
