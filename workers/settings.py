@@ -355,6 +355,18 @@ def _env_vars_of(loc: tuple[Any, ...], environ: Any) -> list[str]:
     return sorted(upper[k] for k in upper if parts and k.startswith(inner))
 
 
+def _close_key(loc: tuple[Any, ...]) -> str:
+    """``": did you mean <key>?"`` for the unknown key at ``loc`` (a path of keys from :class:`Settings`), or ``""``."""
+    model: Any = Settings
+    for part in loc[:-1]:
+        field = getattr(model, "model_fields", {}).get(str(part))
+        model = getattr(field, "annotation", None) if field is not None else None
+        if not isinstance(model, type) or not issubclass(model, BaseModel):
+            return ""
+    close = difflib.get_close_matches(str(loc[-1]), sorted(model.model_fields), n=1, cutoff=0.6) if loc else []
+    return f": did you mean {'.'.join([*map(str, loc[:-1]), close[0]])}?" if close else ""
+
+
 def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
     """One clause per error: where the value came from (environment variable, file or code), and why it is bad.
     Values are echoed except those of secret-looking variables."""
@@ -374,6 +386,8 @@ def _describe(exc: ValidationError, file: Path | None, environ: Any) -> str:
         shown = f" = {value!r}" if isinstance(value, str | int | float | bool) and not secret and not envs else ""
         if not loc and ": " in msg:  # a check across fields (the policies): its message starts with the table
             where, msg = msg.split(": ", 1)
+        if err["type"] == "extra_forbidden":  # a misspelt key in the file: name the nearest real one
+            msg = f"no such setting{_close_key(loc)}"
         clauses.append(f"{where}{shown} (from {source}): {msg}")
     return "; ".join(clauses)
 

@@ -32,6 +32,17 @@ def test_an_embedded_port_outside_1_65535_is_refused_before_any_broker_starts(mo
         load_settings(TOML)
 
 
+def test_a_misspelt_key_in_the_file_names_the_nearest_real_one(tmp_path):
+    bad = tmp_path / "rtaudit.toml"
+    bad.write_text('text_cascde = "off"\n[media]\nmax_byts = 5\n[batch]\nzzz = 1\n')
+    with pytest.raises(SettingsError) as info:
+        load_settings(bad)
+    msg = str(info.value)
+    assert f"text_cascde = 'off' (from {bad}): no such setting: did you mean text_cascade?" in msg
+    assert f"media.max_byts = 5 (from {bad}): no such setting: did you mean media.max_bytes?" in msg
+    assert f"batch.zzz = 1 (from {bad}): no such setting;" in msg or msg.endswith(f"batch.zzz = 1 (from {bad}): no such setting")
+
+
 def test_a_bad_nested_environment_value_names_the_nested_variable(monkeypatch):
     monkeypatch.setenv("RTAUDIT_MEDIA__MAX_BYTES", "1")
     with pytest.raises(SettingsError, match=r"media\.max_bytes \(from environment variable RTAUDIT_MEDIA__MAX_BYTES='1'\)"):
