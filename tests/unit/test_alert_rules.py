@@ -2,13 +2,14 @@
 latency × drift matrix fires as ``engine/drift.py``'s :func:`alert_level` says
 (``promtool test rules deploy/prometheus/alerts.test.yml``: series in, alerts out).
 
-promtool comes with Prometheus (Debian: ``apt-get install prometheus``); without it these tests skip
+promtool comes with Prometheus (`make setup` unpacks Debian's into .venv/bin); without it these tests skip
 and say so."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,7 +18,8 @@ import yaml
 from rtaudit.engine.drift import TICKET_DRIFT, TICKET_P99_S, alert_level
 
 PROM = Path(__file__).resolve().parents[2] / "deploy" / "prometheus"
-PROMTOOL = shutil.which("promtool")
+#: on PATH, or where `make setup` unpacks it (.venv/bin, beside this interpreter)
+PROMTOOL = shutil.which("promtool") or shutil.which("promtool", path=str(Path(sys.executable).parent))
 needs_promtool = pytest.mark.skipif(PROMTOOL is None, reason="promtool not installed (Debian: apt-get install prometheus)")
 
 
