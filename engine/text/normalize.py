@@ -23,11 +23,7 @@ something):
     span of the emoji (see :mod:`rtaudit.engine.text.emoji_names`). Runs before ``format_chars`` so a
     ZWJ sequence is still whole. Letter-shaped emoji and keycaps are left to ``emoji``.
 ``bidi_override``
-    A right-to-left override (U+202E) makes the text after it, up to a pop (U+202C) or the end of the line,
-    display in reverse: ``\u202etoidi diputs`` shows as "stupid idiot". A run with no right-to-left letter
-    (Hebrew, Arabic, ...: those display in their logical order either way) is reversed here, so the models read
-    what a person sees; each of its characters keeps the span of the whole run (offsets stay non-decreasing).
-    Source of the display rule: the Unicode Bidirectional Algorithm (UAX #9, rules X6 and L2).
+    A right-to-left override (U+202E) run is read in display order (:mod:`rtaudit.engine.text.bidi`).
 ``format_chars``
     Removes invisible characters: category Cf (zero-width space/joiners, word
     joiner, soft hyphen, BOM, bidi controls, tags), variation selectors,
@@ -116,6 +112,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 
+from rtaudit.engine.text.bidi import bidi_override
 from rtaudit.engine.text.emoji_names import emoji_names
 from rtaudit.engine.text.separators import glued_words, inner_space, phonetic, protected, respell, split_letters, underscore_joins
 
@@ -265,34 +262,6 @@ def _nfkc(text: str) -> tuple[str, _Spans]:
             spans.extend([(i, j)] * len(folded))
         i = j
     return "".join(chars), spans
-
-
-_RLO, _PDF = "\u202e", "\u202c"
-
-
-def _bidi_override(text: str, spans: _Spans) -> tuple[str, _Spans]:
-    if _RLO not in text:
-        return text, spans
-    chars: list[str] = []
-    out: _Spans = []
-    i, n = 0, len(text)
-    while i < n:
-        if text[i] != _RLO:
-            chars.append(text[i])
-            out.append(spans[i])
-            i += 1
-            continue
-        j = i + 1
-        while j < n and text[j] not in (_PDF, "\n", _RLO):
-            j += 1
-        run = text[i + 1:j]
-        end = j + 1 if j < n and text[j] == _PDF else j
-        whole = (spans[i][0], spans[end - 1][1])
-        rtl = any(unicodedata.bidirectional(c) in ("R", "AL") for c in run)
-        chars.extend(run if rtl else run[::-1])
-        out.extend(spans[i + 1:j] if rtl else [whole] * len(run))
-        i = end
-    return "".join(chars), out
 
 
 def _format_chars(text: str, spans: _Spans) -> tuple[str, _Spans]:
@@ -450,7 +419,7 @@ def _abbreviations(text: str, spans: _Spans) -> tuple[str, _Spans]:
 #: (name, step, whether it can act on pure ASCII text)
 _STEPS: tuple[tuple[str, Callable[[str, _Spans], tuple[str, _Spans]], bool], ...] = (
     ("emoji_names", lambda text, spans: emoji_names(text, spans, is_letter=_emoji_letter), False),
-    ("bidi_override", _bidi_override, False),
+    ("bidi_override", bidi_override, False),
     ("format_chars", _format_chars, False),
     ("combining_marks", _combining_marks, False),
     ("emoji", _emoji, False),
