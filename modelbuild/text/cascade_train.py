@@ -24,12 +24,15 @@ from rtaudit.engine.text.cascade import STRONG_HEAD, StrongHead
 from rtaudit.engine.text.normalize import normalize
 from rtaudit.modelbuild.text import data as D
 from rtaudit.modelbuild.text.evaluation import sample
+from rtaudit.modelbuild.text.metrics import best_threshold
 
 SETS = ("davidson", "olid", "hatexplain")
 CATEGORIES = ("offensive", "hate", "targeted_insult")
 ROWS_PER_SET = 2000
 C_GRID = (0.5, 2.0, 8.0)
 SEED = 20261206
+#: thresholds tried on the out-of-fold probabilities
+THRESHOLD_GRID = np.linspace(0.05, 0.95, 91)
 
 
 def train_rows(root: Path, per_set: int = ROWS_PER_SET) -> list[D.Example]:
@@ -37,20 +40,10 @@ def train_rows(root: Path, per_set: int = ROWS_PER_SET) -> list[D.Example]:
     return [r for name in SETS for r in sample(D.load(name, root, "train"), per_set, seed=SEED)]
 
 
-def _f1_threshold(y: np.ndarray, p: np.ndarray) -> float:
-    best, best_t = -1.0, 0.5
-    for t in np.linspace(0.05, 0.95, 91):
-        pred = p >= t
-        tp = float(np.sum(pred & (y == 1)))
-        f1 = 2 * tp / max(float(pred.sum() + (y == 1).sum()), 1.0)
-        if f1 > best:
-            best, best_t = f1, float(t)
-    return best_t
-
-
 def fit(emb: np.ndarray, rows: list[D.Example]) -> tuple[StrongHead, dict]:
     """The head fitted on ``emb`` (``float32[n, 384]``, row ``i`` of ``rows[i]``) and its report per category."""
     from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
     from sklearn.model_selection import StratifiedKFold, cross_val_predict
 
     ws, bs, shifts, report = [], [], [], {}
@@ -63,11 +56,9 @@ def fit(emb: np.ndarray, rows: list[D.Example]) -> tuple[StrongHead, dict]:
         for C in C_GRID:
             lr = LogisticRegression(C=C, class_weight="balanced", max_iter=2000)
             p = cross_val_predict(lr, X, y, cv=folds, method="predict_proba")[:, 1]
-            from sklearn.metrics import roc_auc_score
-
             aucs[C], oof[C] = float(roc_auc_score(y, p)), p
         C = max(aucs, key=aucs.__getitem__)
-        t = _f1_threshold(y, oof[C])
+        t, _ = best_threshold(y, oof[C], grid=THRESHOLD_GRID)
         lr = LogisticRegression(C=C, class_weight="balanced", max_iter=2000).fit(X, y)
         ws.append(lr.coef_[0])
         bs.append(float(lr.intercept_[0]))
