@@ -182,30 +182,31 @@ def cascade_table(data: Path, out: Console | MarkdownConsole, max_rows: int | No
     import numpy as np
 
     from rtaudit.engine.text.scoring import TextScorer
-    from rtaudit.modelbuild.text import data as D
     from rtaudit.engine.text.cascade import load_cascade
-    from rtaudit.modelbuild.text.cascade_eval import SETS, pareto
+    from rtaudit.modelbuild.text import cascade_eval
 
-    missing = [p for name in SETS for p in D.data_files(data)[name] if not p.is_file()]
-    if missing:
-        Console(stderr=True).print(f"evaluation data not found: {missing[0]} (pass --data DIR)", markup=False)
-        raise typer.Exit(2)
+    try:
+        dev = cascade_eval.dev_rows(data, max_rows)
+    except FileNotFoundError as exc:
+        Console(stderr=True).print(f"evaluation data not found: {exc} (pass --data DIR)", markup=False)
+        raise typer.Exit(2) from None
+    sets = list(dev)
     scorer = TextScorer()
     try:
-        rows = pareto(scorer, data, max_rows=max_rows)
+        rows = cascade_eval.pareto(scorer, dev)
     except RuntimeError as exc:
         Console(stderr=True).print(f"cascade: {exc}", markup=False)
         raise typer.Exit(2) from None
     fast = rows[0]
-    t = Table("profile", "band", *(f"{d} macro-F1 (Δ)" for d in SETS), "ceiling Δ (gold labels in band)", "sent to e5",
+    t = Table("profile", "band", *(f"{d} macro-F1 (Δ)" for d in sets), "ceiling Δ (gold labels in band)", "sent to e5",
               "texts/s", "vs fast",
               "target: +0.03 each, >= 0.7x", title=f"English cascade (dev splits{'' if max_rows is None else f', {max_rows} rows each'}; "
               f"{scorer.version})")
     for r in rows:
-        deltas = [r.macro_f1[d] - fast.macro_f1[d] for d in SETS]
+        deltas = [r.macro_f1[d] - fast.macro_f1[d] for d in sets]
         met = r is not fast and min(deltas) >= 0.03 and r.texts_s >= 0.7 * fast.texts_s
-        t.add_row(r.profile, r.band, *(f"{r.macro_f1[d]:.3f} ({dx:+.3f})" for d, dx in zip(SETS, deltas)),
-                  " / ".join(f"{r.ceiling[d] - fast.macro_f1[d]:+.3f}" for d in SETS),
+        t.add_row(r.profile, r.band, *(f"{r.macro_f1[d]:.3f} ({dx:+.3f})" for d, dx in zip(sets, deltas)),
+                  " / ".join(f"{r.ceiling[d] - fast.macro_f1[d]:+.3f}" for d in sets),
                   f"{np.mean(list(r.sent.values())):.1%}", f"{r.texts_s:.0f}", f"{r.texts_s / fast.texts_s:.2f}x",
                   "-" if r is fast else "met" if met else "not met")
     out.print(t)

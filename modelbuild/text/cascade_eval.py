@@ -16,6 +16,7 @@ real cascaded runs, in the same process one after another, so the ratios compare
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,8 +74,21 @@ def _rate(fn, texts: list[str]) -> float:
     return len(texts) / (time.perf_counter() - started)
 
 
-def pareto(scorer: TextScorer, root: Path, *, max_rows: int | None = None) -> list[ProfileRow]:
-    """The table's rows: ``fast only``, each profile of :data:`PROFILES` but ``off``, ``strong only``.
+def dev_rows(root: Path, max_rows: int | None = None) -> dict[str, list[D.Example]]:
+    """The ``dev`` split of each set of :data:`SETS` under ``root``, its first ``max_rows`` in the seeded hash order.
+
+    Raises:
+        FileNotFoundError: a set's files are missing under ``root``.
+    """
+    missing = [p for name in SETS for p in D.data_files(root)[name] if not p.is_file()]
+    if missing:
+        raise FileNotFoundError(str(missing[0]))
+    return {name: sample(D.load(name, root, "dev"), max_rows) for name in SETS}
+
+
+def pareto(scorer: TextScorer, dev: Mapping[str, list[D.Example]]) -> list[ProfileRow]:
+    """The table's rows: ``fast only``, each profile of :data:`PROFILES` but ``off``, ``strong only``; ``dev``:
+    dataset name → labelled rows (:func:`dev_rows`), each set's macro-F1 over the categories its rows label.
 
     Raises:
         RuntimeError: the scorer has no multilingual encoder or the artifacts no strong head.
@@ -88,18 +102,18 @@ def pareto(scorer: TextScorer, root: Path, *, max_rows: int | None = None) -> li
     head = StrongHead.load(verified_path(STRONG_HEAD, artifacts_dir()))
     encoder, cats = scorer.semantic.encoder, scorer.categories
     scorer.cascade_band = None
-    fast, strong, english, dev = {}, {}, {}, {}
+    fast, strong, english = {}, {}, {}
     scorer.encoder.use_cache()
     encoder.use_cache()
-    for name in SETS:
-        rows = dev[name] = sample(D.load(name, root, "dev"), max_rows)
+    sets = list(dev)
+    for name, rows in dev.items():
         out = [r for lo in range(0, len(rows), 256) for r in scorer.score([x.text for x in rows[lo:lo + 256]], evidence=False)]
         fast[name] = np.array([[s.scores.get(c, 0.0) for c in cats] for s in out])
         english[name] = np.array([s.language == "en" for s in out])
         strong[name] = head.predict(encoder.encode([s.normalized for s in out]))
     # speed: no memo, one fixed sample
     scorer.encoder.memo, encoder.memo = None, None
-    texts = [r.text for name in SETS for r in dev[name][: SPEED_N // len(SETS)]]
+    texts = [r.text for name in sets for r in dev[name][: SPEED_N // len(sets)]]
     rates = {"off": _rate(lambda b: scorer.score(b), texts),
              "strong": _rate(lambda b: head.predict(encoder.encode([normalize(t).text for t in b])), texts)}
     for name, band in PROFILES.items():
@@ -110,7 +124,7 @@ def pareto(scorer: TextScorer, root: Path, *, max_rows: int | None = None) -> li
     rows_out = []
     for name, band in PROFILES.items():
         f1, sent, ceiling = {}, {}, {}
-        for ds in SETS:
+        for ds in sets:
             en = english[ds]
             sent_scores = strong[ds][en]
             blended, picked = cascade(fast[ds][en], cats, band, sent_scores.__getitem__, head)
@@ -122,7 +136,7 @@ def pareto(scorer: TextScorer, root: Path, *, max_rows: int | None = None) -> li
         rows_out.append(ProfileRow(label, "-" if band is None else f"[{band.low}, {band.high}]", f1, sent, rates[name],
                                    ceiling))
     f1, sent, ceiling = {}, {}, {}
-    for ds in SETS:
+    for ds in sets:
         scores = fast[ds].copy()
         for j, c in enumerate(head.categories):
             scores[english[ds], cats.index(c)] = strong[ds][english[ds], j]

