@@ -44,6 +44,9 @@ class Row:
     text: str  # normalized (what the model reads)
     label: int
     split: str  # "train" | "dev" | "test"
+    #: the text as the source publishes it (emoji, case, accents), what a producer sends and the whole scorer
+    #: reads; "" where a row has no published form apart from ``text``
+    raw: str = ""
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,12 @@ def _toldbr(d: Path) -> Iterator[tuple[str, int]]:
             yield r["text"], 1
         elif votes == 0:
             yield r["text"], 0
+
+
+def _hatebr(d: Path) -> Iterator[tuple[str, int]]:
+    for r in _csv(d / "HateBR.csv"):
+        if r["label_final"].strip() in ("0", "1"):
+            yield r["comentario"], int(r["label_final"])
 
 
 def _haspeede(d: Path) -> Iterator[tuple[str, int]]:
@@ -242,6 +251,9 @@ SOURCES: tuple[Source, ...] = (
     Source("toldbr", "pt", "ToLD-Br (Leite et al. 2020), Brazilian Portuguese tweets", "JAugusto97/ToLD-Br",
            "7804082d06a42b791c456b37a8a80ed9b731198c", "CC BY-SA 4.0", (("ToLD-BR.csv", "ToLD-BR.csv"),),
            "any category flagged by >= 2 of 3 annotators = 1; no flag at all = 0; one flag only dropped", _toldbr),
+    Source("hatebr", "pt", "HateBR (Vargas et al. 2022), Brazilian Portuguese Instagram comments on politicians' posts",
+           "franciellevargas/HateBR", "a1301437a7b21620fbf0110a300c4c927a247daf", "CC BY-NC 4.0",
+           (("HateBR.csv", "dataset/HateBR.csv"),), "label_final = 1 (offensive, majority of 3 annotators)", _hatebr),
     Source("haspeede2018", "it", "HaSpeeDe 2018 (Bosco et al., EVALITA), Italian Facebook + Twitter", "msang/haspeede",
            "4968f9efec08147d270a42be12e6848f73593879", "CC BY-NC-SA 4.0",
            (("haspeede_FB-train.tsv", "haspeede_FB-train.tsv"), ("haspeede_TW-train.tsv", "haspeede_TW-train.tsv")),
@@ -298,7 +310,7 @@ def load(root: Path, language: str) -> list[Row]:
             if not text or text in seen:
                 continue
             seen.add(text)
-            out.append(Row(src.name, language, text, label, split_of(src.name, text)))
+            out.append(Row(src.name, language, text, label, split_of(src.name, text), raw.strip()))
     return out
 
 

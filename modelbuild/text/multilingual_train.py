@@ -147,7 +147,7 @@ def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
     """
     from rtaudit.modelbuild.text.multilingual_negatives import negatives
     from rtaudit.engine.text.normalize import normalize
-    from rtaudit.engine.text.scoring import route_normalized
+    from rtaudit.engine.text.scoring import detection_view, route_normalized
     from rtaudit.modelbuild.text.training_data import balanced_weights
 
     from rtaudit.modelbuild.text.benign_multilingual import benign
@@ -163,7 +163,11 @@ def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
     w = balanced_weights(y, np.array([r.source for r in tr]))
     ordinary = {s.name for s in MD.sources(lang) if s.benign_only}
     dev_texts = [r.text for r in dv]
-    routed = ML.LanguageRouter().languages(dev_texts, [route_normalized(normalize(t)) for t in dev_texts])
+    # routed as the scorer routes what a producer sends: the published text (the normalized one spells emoji
+    # as English names, which pulls lingua to the English route)
+    published = [normalize(r.raw or r.text) for r in dv]
+    routed = ML.LanguageRouter().languages([detection_view(n.original) for n in published],
+                                           [route_normalized(n) for n in published])
     model, report = fit_char_model([r.text for r in tr], y, dev_texts, np.array([r.label for r in dv]), w,
                                    dev_ordinary=np.array([r.source in ordinary for r in dv]),
                                    dev_routed=np.array([r == lang for r in routed]))
@@ -273,11 +277,13 @@ def test_report(scorer, root: Path, quick: bool = False,
         ud = [r for r in test if r.source in ordinary]
         if quick:
             rows, ud = rows[:300], ud[:100]
-        results = scorer.score([r.text for r in rows], evidence=False)
+        # the published text, as a producer sends it: the normalized one has emoji spelt out as English names,
+        # which pulls lingua to the English route
+        results = scorer.score([r.raw or r.text for r in rows], evidence=False)
         m = prf(np.array([r.label for r in rows]), _flagged(results))
         sentences = benign(lang)
         fp = _flagged(scorer.score(sentences, evidence=False))
-        ud_fp = _flagged(scorer.score([r.text for r in ud], evidence=False)) if ud else np.zeros(0)
+        ud_fp = _flagged(scorer.score([r.raw or r.text for r in ud], evidence=False)) if ud else np.zeros(0)
         out.append(LanguageReport(lang, "+".join(s.name for s in MD.sources(lang) if not s.benign_only), len(rows),
                                   sum(r.label for r in rows),
                                   float(np.mean([r.language == lang for r in results])) if rows else 0.0,
