@@ -162,14 +162,16 @@ def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None =
         AuditError: a bad ``.jsonl`` line (``path:line: reason``).
         MediaTooLarge: a media file over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes; the message
             says how to send it by URI (``rtaudit submit --uri``) and what the fleet allows.
-        InputFileError: an empty file of any kind (0 bytes, or only whitespace for text and
-            ``.jsonl``), or a file that is neither media nor UTF-8 text.
+        InputFileError: an empty file of any kind (0 bytes, or only white space and invisible characters,
+            such as U+200B ZERO WIDTH SPACE, for text and ``.jsonl``), or a file that is neither media nor UTF-8 text.
         OSError: the file cannot be read.
     """
     suffix = path.suffix.lower()
     data = path.read_bytes()
-    if not data or (suffix not in IMAGE_SUFFIXES and not data.strip()):
-        raise InputFileError(f"{path} is empty: nothing to moderate (a request needs text or at least one media item)")
+    blank = "" if not data else None if suffix in IMAGE_SUFFIXES else _blank_text(data)
+    if blank is not None:
+        raise InputFileError(f"{path} is empty{f' (only invisible characters: {blank})' if blank else ''}: "
+                             "nothing to moderate (a request needs text or at least one media item)")
     if suffix == ".jsonl":
         out = []
         for n, line in enumerate(data.splitlines(), 1):
@@ -200,6 +202,25 @@ def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None =
         )
     kind, mime = found
     return [AuditRequest(media=[_inline(path, data, kind, mime, media)], **common)]
+
+
+def _blank_text(data: bytes) -> str | None:
+    """``None`` unless ``data`` is UTF-8 text that shows nothing: only white space (``str.isspace``) and
+    invisible characters (zero-width and other format characters, category Cf:
+    :func:`rtaudit.engine.text.normalize.is_invisible`). Then ``""`` for white space alone, else the
+    invisible characters it holds, named: ``U+200B ZERO WIDTH SPACE, ...`` (3, then ``and N more``)."""
+    import unicodedata
+
+    from rtaudit.engine.text.normalize import is_invisible
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not all(c.isspace() or is_invisible(c) for c in text):
+        return None
+    names = [f"U+{ord(c):04X} {unicodedata.name(c, 'format character')}" for c in dict.fromkeys(text) if not c.isspace()]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _inline(path: Path, data: bytes, kind: str, mime: str | None, media: MediaPolicy | None = None) -> MediaItem:

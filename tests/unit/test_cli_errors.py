@@ -77,6 +77,22 @@ def test_an_empty_file_of_any_kind_is_refused_the_same_way(no_broker, tmp_path, 
     assert "submitted" not in result.output
 
 
+@pytest.mark.parametrize("name, content, shown", [
+    ("zw.txt", "\u200b\u200b", "U+200B ZERO WIDTH SPACE"),
+    ("zwj.txt", "\u200d\ufeff\n", "U+200D ZERO WIDTH JOINER, U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    ("zw.jsonl", " \u2060\n\u200b\n", "U+2060 WORD JOINER, U+200B ZERO WIDTH SPACE"),
+    ("nbsp.txt", "\u00a0\u3000\n", None),
+])
+def test_a_file_of_invisible_characters_is_refused_as_empty(no_broker, tmp_path, name, content, shown):
+    """Zero-width characters only were published and judged `allow`; white space only was refused as empty."""
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    result = CliRunner().invoke(app, ["submit", name])
+    assert result.exit_code == 2
+    why = f" (only invisible characters: {shown})" if shown else ""
+    assert one_line(result) == f"{name} is empty{why}: nothing to moderate (a request needs text or at least one media item)"
+    assert "submitted" not in result.output
+
+
 def test_submit_by_uri_reaches_the_broker_check_and_a_bad_uri_is_one_line(no_broker, tmp_path):
     result = CliRunner().invoke(app, ["submit", "--uri", "file:///srv/uploads/cat.jpg"])
     assert result.exit_code == 1 and one_line(result).startswith("no broker at")  # built, then the broker is down
