@@ -125,7 +125,7 @@ def _requests(s: Settings, paths: list[Path], uris: list[str], tenant: str, extr
 def submit(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images, audio or video (judged by content: .png, .gif, .mp3, .wav, .mp4, ...)")] = None,
     uri: Annotated[Optional[list[str]], typer.Option("--uri", help="an image by reference, file:// or http(s):// (repeatable): the fleet "
-                                                     "fetches it if [media] allowed_file_roots / allowed_http_hosts allow it")] = None,
+                                                     "fetches it if \\[media] allowed_file_roots / allowed_http_hosts allow it")] = None,
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
