@@ -25,7 +25,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from rtaudit.schemas.control import Heartbeat
-from rtaudit.cli.control_view import serving_text
+from rtaudit.cli.control_view import fit_versions, serving_text
 
 #: seconds of scrapes the rates and percentiles are computed over.
 WINDOW_S = 10.0
@@ -188,7 +188,8 @@ COLUMNS: dict[str, Column] = {c.header: c for c in (
 )}
 #: terminals narrower than this get short headers, a borderless table and the unit in a caption.
 NARROW_BELOW = 120
-#: widest and narrowest the versions column gets (characters; longer version strings end in an ellipsis).
+#: widest and narrowest the versions column gets, characters: longer versions are elided in the middle
+#: (:func:`rtaudit.cli.control_view.fit_versions`: the cascade profile at their end stays in view).
 VERSIONS_MAX, VERSIONS_MIN = 44, 12
 #: what gives way, in order, when the table is wider than the terminal (as htop and k9s drop columns):
 #: the role (the worker id starts with it), the versions column shrinks, then whole columns go. The
@@ -242,5 +243,6 @@ def _table(rows: list[Row], title: str, shown: list[str], versions_max: int, nar
                      overflow="ellipsis", max_width=versions_max if name == "versions" else None)
     for r in rows:
         style = None if r.health == "ok" else ("yellow" if r.health == "loading" else "red")
-        t.add_row(*(COLUMNS[name].cell(r) for name in shown), style=style)
+        t.add_row(*(fit_versions(COLUMNS[name].cell(r), versions_max, floor=5) if name == "versions"
+                    else COLUMNS[name].cell(r) for name in shown), style=style)
     return t

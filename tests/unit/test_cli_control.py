@@ -188,6 +188,43 @@ def test_worker_rows() -> None:
     assert rows[0].control_offset == "2" and rows[0].lag == ""
 
 
+#: a text model's version as the text stage names it: the cascade profile comes last
+LONG = ("2026-12-04-e7082391+minilm-53aa51172d14-ft4f21344890b3-op17-int8+apc-0.2.14+ml-3c1f0e2a"
+        "+e5-small-q4-9d8e7f6a+cascade-balanced")
+
+
+@pytest.mark.parametrize(("width", "shown"), [
+    (200, LONG),
+    (40, "2026-12-04-e7082391+…+cascade-balanced"),
+    (30, "2026-12-04-e…+cascade-balanced"),
+    (18, "…+cascade-balanced"),
+    (12, "…de-balanced"),
+])
+def test_a_long_version_is_elided_in_the_middle_keeping_its_cascade_profile(width: int, shown: str) -> None:
+    assert view.short_version(LONG, width) == shown and len(shown) <= width
+    assert view.short_version("v2", 5) == "v2" and view.short_version("abcdefghijklmnop", 9) == "abcd…mnop"
+
+
+def test_the_serving_text_fits_a_width_by_eliding_its_versions() -> None:
+    text = view.serving_text([ServingStatus(stage="text", loaded=[LONG, "v2"], weights={LONG: 95.0, "v2": 5.0})])
+    assert text == f"text {LONG}: 95 %, v2: 5 %"
+    assert view.fit_versions(text, 200) == text
+    assert view.fit_versions(text, 44) == "text 2026-1…+cascade-balanced: 95 %, v2: 5 %"
+    assert view.serving_text([ServingStatus(stage="text", weights={LONG: 100.0})], 40) == \
+        "text 2026-12-04-e7082391+…+cascade-balanced: 100 %"
+
+
+def test_the_status_table_shows_the_end_of_a_long_version() -> None:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=140, file=io.StringIO(), record=True)
+    console.print(view.fleet_table({"text-h-1": beat(weights={LONG: 100.0})}, ControlState(), NOW))
+    out = "".join(line.split("│")[6].strip() for line in console.export_text().splitlines() if line.startswith("│"))
+    assert out == "text2026-12-04-e7082391+…+cascade-balanced: 100 %", console.export_text()  # folded, not cut
+
+
 def test_subject_rows_summarise_each_kind() -> None:
     until = NOW - 1000
     state = state_of(

@@ -119,3 +119,13 @@ def test_the_narrow_caption_names_only_the_millisecond_columns_shown() -> None:
     assert _ms_caption(["worker", "rec/s", "P99 ms"]) == "P99 in ms"
     assert _ms_caption(["worker", "P50 ms", "P99 ms"]) == "P50 and P99 in ms"
     assert _ms_caption(["worker", "lag"]) is None
+
+
+def test_a_long_text_model_version_keeps_its_cascade_profile_in_view() -> None:
+    """The versions column cut the text model's version at its end, where its cascade profile is."""
+    version = ("2026-12-04-e7082391+minilm-53aa51172d14-ft4f21344890b3-op17-int8+apc-0.2.14+ml-3c1f0e2a"
+               "+e5-small-q4-9d8e7f6a+cascade-balanced")
+    b = beat().model_copy(update={"serving": [ServingStatus(stage="text", loaded=[version], weights={version: 100.0})]})
+    row = Scraper().row(b, None, 0.0)
+    (line,) = [line for line in render(table([row], "t", 200), 200) if "text-host-1" in line]
+    assert "+cascade-balanced: 100 %" in line and "text 2026-12-04-e" in line, line
