@@ -50,6 +50,10 @@ def markdown_table(table: Table) -> str:
 _ROLE = re.compile(r":[a-z]+(?::[a-z]+)?:`(?:(?P<title>[^`<]*?)\s*<[^`>]*>|(?P<tilde>~)?(?P<target>[^`]*))`")
 
 
+#: a paragraph line that is laid out on purpose: indented, a list item, or Click's no-rewrap mark
+_LAID_OUT = re.compile(r"(?m)^(?:\s|[-*•] |\d+\. |\x08)")
+
+
 def plain(text: str) -> str:
     """``text`` (a docstring) without its reST markup, for ``--help``: a role becomes its text
     (``:mod:`rtaudit.cli.top` `` → ``rtaudit.cli.top``, ``:func:`~a.b.f` `` → ``f``, ``:ref:`x <y>` ``
@@ -64,11 +68,12 @@ def plain(text: str) -> str:
 
 
 def help_text(text: str) -> str:
-    """A docstring or help string as ``--help`` shows it: :func:`plain`, the first paragraph on one line
-    (the group's command list shows it as it is; the command's own help joins its lines) and rich
-    markup escaped (``[media] allowed_file_roots`` would lose its ``[media]``)."""
-    first, sep, rest = inspect.cleandoc(plain(text)).partition("\n\n")
-    return escape(" ".join(first.split("\n")) + sep + rest)
+    """A docstring or help string as ``--help`` shows it: :func:`plain`, each paragraph on one line (Typer's
+    rich help keeps a docstring's line breaks, ragged once rewrapped) unless it is laid out (a line that
+    starts with a space, a list mark or ``\\b``), and rich markup escaped (``[media] allowed_file_roots``
+    would lose its ``[media]``)."""
+    paragraphs = inspect.cleandoc(plain(text)).split("\n\n")
+    return escape("\n\n".join(p if _LAID_OUT.search(p) else " ".join(p.split("\n")) for p in paragraphs))
 
 
 def plain_help(app: typer.Typer) -> typer.Typer:

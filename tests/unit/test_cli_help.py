@@ -53,4 +53,4 @@ def test_plain_strips_roles_and_literals() -> None:
     assert plain("see :mod:`rtaudit.cli.top` and :func:`~rtaudit.x.f`, ``--base``") == "see rtaudit.cli.top and f, --base"
     assert plain(":class:`the store <rtaudit.engine.bundle_store.BundleStore>` and :py:data:`X`") == "the store and X"
     assert plain("`rtaudit up` stays") == "`rtaudit up` stays"
-    assert help_text("one\ntwo [media]\n\nthree\nfour") == "one two \\[media]\n\nthree\nfour"
+    assert help_text("one\ntwo [media]\n\nthree\nfour\n\n- a\n- b") == "one two \\[media]\n\nthree four\n\n- a\n- b"
