@@ -398,8 +398,9 @@ def status(
 ) -> None:
     """The fleet's workers (from their heartbeats) and the subjects in force.
 
-    Heartbeats come from audit.status; a worker silent for 30 s is gone. A worker that still
-    serves another mix of versions than the one in force 10 s after it changed is flagged (red row)."""
+    Heartbeats come from audit.status, one every 2 s; a worker silent for 5 s is stale (health "stale",
+    flagged: killed or hung?), for 30 s gone. A worker that still serves another mix of versions than the
+    one in force 10 s after it changed is flagged too (red row)."""
     from rich.console import Group
     from rich.live import Live
 

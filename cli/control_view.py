@@ -28,6 +28,7 @@ from rtaudit.engine.rollout import next_step, phase_for
 from rtaudit.schemas.control import (
     CONTROL_STAGES,
     BundleRef,
+    HEARTBEAT_S,
     ControlMessage,
     Heartbeat,
     ModelPayload,
@@ -39,6 +40,9 @@ from rtaudit.schemas.control import (
 
 #: a heartbeat older than this is a worker that is gone, ms.
 GONE_AFTER_MS = 30_000
+#: a heartbeat older than this marks its worker ``stale`` (killed, hung) until it is gone: two heartbeat
+#: intervals (:data:`rtaudit.schemas.control.HEARTBEAT_S`) and a second for delivery, ms.
+STALE_AFTER_MS = int(2 * HEARTBEAT_S * 1000) + 1000
 #: a worker may serve another version than the one in force this long after the change, ms.
 CONVERGE_MS = 10_000
 #: longest version the fleet table shows, characters (a longer one is elided in the middle: :func:`short_version`).
@@ -172,6 +176,18 @@ def age(ms: int, now_ms: int) -> str:
     return f"{s / 3600:.1f} h" if s < 172_800 else f"{s / 86400:.1f} d"
 
 
+def seen(ms: int, now_ms: int) -> str:
+    """``3 s ago``, ``5 min ago``: when a heartbeat sent at ``ms`` was (:func:`age`)."""
+    return f"{age(ms, now_ms)} ago"
+
+
+def health(beat: Heartbeat, now_ms: int) -> str:
+    """``beat``'s worker's health at ``now_ms``: ``stale`` when the heartbeat is older than
+    :data:`STALE_AFTER_MS` (the worker stopped beating: killed, hung), else the health it reported
+    (``ok``, ``loading``, ``degraded``)."""
+    return "stale" if now_ms - beat.at_ms > STALE_AFTER_MS else beat.health
+
+
 def _pct(x: float) -> str:
     return f"{x:g} %"
 
@@ -266,8 +282,11 @@ def _bundle_names(state: ControlState) -> set[str]:
 def flags(beat: Heartbeat, state: ControlState, now_ms: int) -> list[str]:
     """Why ``beat``'s worker needs a look: it serves another mix of versions than the one in force
     more than :data:`CONVERGE_MS` after that stage's last change, a bundle failed to load, or it
-    rejected control records."""
+    rejected control records, or it stopped beating (:func:`health`)."""
     out, names = [], _bundle_names(state)
+    if health(beat, now_ms) == "stale":
+        out.append(f"no heartbeat for {age(beat.at_ms, now_ms)} (one every {HEARTBEAT_S:g} s): killed or hung? "
+                   f"gone after {GONE_AFTER_MS // 1000} s")
     for s in beat.serving:
         if s.stage in CONTROL_STAGES:
             expected = in_force(state, s.stage)
@@ -355,19 +374,20 @@ class WorkerRow:
     flags: list[str] = field(default_factory=list)
 
     def cells(self) -> list[str]:
-        return [self.worker, self.role, f"{self.age_s:.1f}", self.control_offset, self.health, self.serving,
+        return [self.worker, self.role, f"{self.age_s:.1f} s ago", self.control_offset, self.health, self.serving,
                 self.loaded, str(self.rejected), self.lag, "; ".join(self.flags)]
 
 
 def worker_rows(beats: dict[str, Heartbeat], state: ControlState, now_ms: int) -> list[WorkerRow]:
-    """The fleet table, by role then worker id; the control offset reads ``N`` (caught up) or ``N/M behind``;
+    """The fleet table, by role then worker id: the heartbeat's age in seconds, health ``stale`` past
+    :data:`STALE_AFTER_MS` (:func:`health`); the control offset reads ``N`` (caught up) or ``N/M behind``;
     versions longer than :data:`VERSION_WIDTH` are elided in the middle (:func:`short_version`)."""
     rows = []
     for b in sorted(beats.values(), key=lambda b: (b.role, b.worker_id)):
         offset = str(b.control_offset) if b.control_offset >= state.offset else f"{b.control_offset}/{state.offset}"
         loaded = "; ".join(f"{s.stage} {', '.join(short_version(v, VERSION_WIDTH) for v in s.loaded)}"
                            for s in b.serving if s.loaded)
-        rows.append(WorkerRow(b.worker_id, b.role, max(0.0, (now_ms - b.at_ms) / 1000), offset, b.health,
+        rows.append(WorkerRow(b.worker_id, b.role, max(0.0, (now_ms - b.at_ms) / 1000), offset, health(b, now_ms),
                               serving_text(b.serving, VERSION_WIDTH), loaded, b.rejected, "" if b.lag is None else str(b.lag),
                               flags(b, state, now_ms)))
     return rows
@@ -379,7 +399,7 @@ def fleet_table(live: dict[str, Heartbeat], state: ControlState, now_ms: int) ->
     line (its end, the cascade profile, stays in view)."""
     table = Table(title=f"fleet: {len(live)} workers with a heartbeat in the last {GONE_AFTER_MS // 1000} s; "
                         f"audit.control at offset {state.offset}")
-    for header in ("worker", "role", "age (s)", "control offset", "health"):
+    for header in ("worker", "role", "last seen", "control offset", "health"):
         table.add_column(header)
     for header in ("serving (version: weight)", "loaded"):  # a version wider than its column folds: its end shows
         table.add_column(header, overflow="fold")

@@ -184,8 +184,24 @@ def test_worker_rows() -> None:
     beats = {"text-h-1": beat(weights={"v1": 100.0}, lag=7, offset=1), "fusion-h-2": beat("fusion-h-2", offset=2)}
     rows = view.worker_rows(beats, state, NOW)
     assert [r.role for r in rows] == ["fusion", "text"]
-    assert rows[1].cells() == ["text-h-1", "text", "1.0", "1/2", "ok", "text v1: 100 %", "text v1", "0", "7", ""]
+    assert rows[1].cells() == ["text-h-1", "text", "1.0 s ago", "1/2", "ok", "text v1: 100 %", "text v1", "0", "7", ""]
     assert rows[0].control_offset == "2" and rows[0].lag == ""
+
+
+def test_a_worker_that_stopped_beating_is_stale_and_flagged_before_it_is_gone() -> None:
+    """A worker killed with kill -9 read "ok" until its heartbeat expired (30 s)."""
+    from rtaudit.schemas.control import HEARTBEAT_S
+
+    assert view.STALE_AFTER_MS == 2 * HEARTBEAT_S * 1000 + 1000 == 5000  # the status and top help say 2 s and 5 s
+    beats = {"text-h-1": beat("text-h-1", NOW - 1000), "text-h-2": beat("text-h-2", NOW - 12_000),
+             "text-h-3": beat("text-h-3", NOW - 5000, health="loading")}
+    assert set(view.live_heartbeats(beats.values(), NOW)) == set(beats)  # none is gone yet
+    rows = {r.worker: r for r in view.worker_rows(beats, ControlState(), NOW)}
+    assert (rows["text-h-1"].health, rows["text-h-1"].flags) == ("ok", [])
+    assert rows["text-h-3"].health == "loading"  # 5 s: not yet
+    stale = rows["text-h-2"]
+    assert stale.health == "stale" and stale.cells()[2] == "12.0 s ago"
+    assert stale.flags == ["no heartbeat for 12 s (one every 2 s): killed or hung? gone after 30 s"]
 
 
 #: a text model's version as the text stage names it: the cascade profile comes last

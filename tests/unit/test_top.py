@@ -129,3 +129,17 @@ def test_a_long_text_model_version_keeps_its_cascade_profile_in_view() -> None:
     row = Scraper().row(b, None, 0.0)
     (line,) = [line for line in render(table([row], "t", 200), 200) if "text-host-1" in line]
     assert "+cascade-balanced: 100 %" in line and "text 2026-12-04-e" in line, line
+
+
+def test_a_worker_that_stopped_beating_reads_stale_with_its_age() -> None:
+    """A worker killed with kill -9 read "ok" until its heartbeat expired (30 s)."""
+    now = 1_700_000_000_000 + 12_000  # beat() was sent 12 s before
+    stale = Scraper().row(beat(), None, 0.0, now_ms=now)
+    fresh = Scraper().row(beat("ocr"), None, 0.0, now_ms=now - 11_000)
+    assert (stale.health, stale.seen_s, fresh.health, fresh.seen_s) == ("stale", 12.0, "ok", 1.0)
+    assert Scraper().row(beat(), None, 0.0).health == "ok"  # not aged without a clock
+    wide = render(table([fresh, stale], "t", 200), 200)
+    assert "last seen" in wide[2] and "1 s ago" in next(line for line in wide if "ocr-host-1" in line)
+    for width in (80, 200):  # the health column always stays: at 80 columns it says how long
+        (line,) = [line for line in render(table([fresh, stale], "t", width), width) if "text-host-1" in line]
+        assert "stale 12 s" in line, line
