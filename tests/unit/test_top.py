@@ -143,3 +143,17 @@ def test_a_worker_that_stopped_beating_reads_stale_with_its_age() -> None:
     for width in (80, 200):  # the health column always stays: at 80 columns it says how long
         (line,) = [line for line in render(table([fresh, stale], "t", width), width) if "text-host-1" in line]
         assert "stale 12 s" in line, line
+
+
+@pytest.mark.parametrize("worker_chars", [15, 26, 40])
+def test_at_80_columns_the_caption_names_the_millisecond_columns_the_header_shows(worker_chars: int) -> None:
+    """The narrow caption once said "P50, P99 and win in ms" with no win column in sight."""
+    rows = [Scraper().row(beat(role, None), None, 0.0) for role in ("fusion", "ocr", "router", "text")]
+    for r in rows:
+        r.worker = (r.role + "-" + "h" * 60)[:worker_chars]
+        r.window_ms, r.p50_ms, r.p99_ms, r.records_s, r.errors_s = 15.0, 1234.5, 59700.0, 185.0, 0.25
+    lines = render(table(rows, "rtaudit top", 80), 80)
+    header = next(line for line in lines if " worker " in line and " lag " in line)
+    caption = lines[-1] if lines[-1].strip() else lines[-2]
+    named = [short for short in ("P50", "P99", "win") if f" {short} " in f" {caption.strip()} "]
+    assert named == [short for short in ("P50", "P99", "win") if f" {short} " in f"{header} "], (header, caption)
