@@ -94,7 +94,8 @@ def reason_lines(v: "Verdict", width: int | None = None) -> list[str]:
 
 
 def _requests(s: Settings, paths: list[Path], uris: list[str], tenant: str, extra: dict[str, str]) -> list[AuditRequest]:
-    """The requests of ``--uri`` values and files; a bad one exits 2 with one line naming it."""
+    """The requests of ``--uri`` values and files; a bad one exits 2 with one line naming it (a ``.jsonl``
+    file: a line per bad line of it, :class:`rtaudit.workers.client.BadLines`)."""
     from pydantic import ValidationError
 
     from rtaudit.schemas.codec import validation_summary
@@ -124,7 +125,7 @@ def _requests(s: Settings, paths: list[Path], uris: list[str], tenant: str, extr
 def submit(
     paths: Annotated[Optional[list[Path]], typer.Argument(help="text files (UTF-8), .jsonl requests, images, audio or video (judged by content: .png, .gif, .mp3, .wav, .mp4, ...)")] = None,
     uri: Annotated[Optional[list[str]], typer.Option("--uri", help="an image by reference, file:// or http(s):// (repeatable): the fleet "
-                                                     "fetches it if [media] allowed_file_roots / allowed_http_hosts allow it")] = None,
+                                                     "fetches it if \\[media] allowed_file_roots / allowed_http_hosts allow it")] = None,
     tenant: Annotated[str, typer.Option(help="tenant id")] = "default",
     priority: Annotated[Optional[str], typer.Option(help="high | normal | low")] = None,
     wait: Annotated[float, typer.Option(help="seconds to wait for the verdicts (0: don't)")] = 0.0,
@@ -137,7 +138,8 @@ def submit(
 ) -> None:
     """Publish files (and --uri images by reference) to audit.requests ("submitted ID" once the
     broker acknowledged each); optionally wait and print their verdicts, each with its reasons whole
-    (wrapped). --slo or --deadline applies to every request (.jsonl ones too). An empty file of any kind is refused. Exit 1 when the broker, the topics, an
+    (wrapped). --slo or --deadline applies to every request (.jsonl ones too). An empty file of any kind is refused, and
+    a .jsonl file with bad lines (each is named, up to 20): nothing is sent. Exit 1 when the broker, the topics, an
     acknowledgement or a verdict is missing (one line says what and how to fix it), 2 for a bad file or option."""
     from rtaudit.topics.catalog import REQUESTS, VERDICTS
     from rtaudit.workers.client import AuditClient, DeliveryError, VerdictTimeout, verdict_reader

@@ -380,11 +380,7 @@ class _Fleet:
 
     def tables(self, now_ms: int) -> list[Table]:
         live = view.live_heartbeats(self.beats.values(), now_ms)
-        fleet = Table("worker", "role", "age (s)", "control offset", "health", "serving (version: weight)", "loaded",
-                      "rejected", "lag", "flags", title=f"fleet: {len(live)} workers with a heartbeat in the last "
-                      f"{view.GONE_AFTER_MS // 1000} s; audit.control at offset {self.state.offset}")
-        for row in view.worker_rows(live, self.state, now_ms):
-            fleet.add_row(*map(escape, row.cells()), style="red" if row.flags else None)
+        fleet = view.fleet_table(live, self.state, now_ms)
         subjects = Table("subject", "version", "author", "age", "summary", title="in force on audit.control")
         for cells in view.subject_rows(self.state, now_ms):
             subjects.add_row(*map(escape, cells))
@@ -402,8 +398,9 @@ def status(
 ) -> None:
     """The fleet's workers (from their heartbeats) and the subjects in force.
 
-    Heartbeats come from audit.status; a worker silent for 30 s is gone. A worker that still
-    serves another mix of versions than the one in force 10 s after it changed is flagged (red row)."""
+    Heartbeats come from audit.status, one every 2 s; a worker silent for 5 s is stale (health "stale",
+    flagged: killed or hung?), for 30 s gone. A worker that still serves another mix of versions than the
+    one in force 10 s after it changed is flagged too (red row)."""
     from rich.console import Group
     from rich.live import Live
 

@@ -19,6 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pydantic import ValidationError
+from rich.markup import escape
+from rich.table import Table
 
 from rtaudit.engine.control import ControlState, Rejected, parse
 from rtaudit.engine.policy import KNOWN_CATEGORIES, TenantPolicy
@@ -26,6 +28,7 @@ from rtaudit.engine.rollout import next_step, phase_for
 from rtaudit.schemas.control import (
     CONTROL_STAGES,
     BundleRef,
+    HEARTBEAT_S,
     ControlMessage,
     Heartbeat,
     ModelPayload,
@@ -37,8 +40,13 @@ from rtaudit.schemas.control import (
 
 #: a heartbeat older than this is a worker that is gone, ms.
 GONE_AFTER_MS = 30_000
+#: a heartbeat older than this marks its worker ``stale`` (killed, hung) until it is gone: two heartbeat
+#: intervals (:data:`rtaudit.schemas.control.HEARTBEAT_S`) and a second for delivery, ms.
+STALE_AFTER_MS = int(2 * HEARTBEAT_S * 1000) + 1000
 #: a worker may serve another version than the one in force this long after the change, ms.
 CONVERGE_MS = 10_000
+#: longest version the fleet table shows, characters (a longer one is elided in the middle: :func:`short_version`).
+VERSION_WIDTH = 40
 #: two traffic shares closer than this are the same, percentage points.
 WEIGHT_TOLERANCE = 0.5
 
@@ -168,6 +176,18 @@ def age(ms: int, now_ms: int) -> str:
     return f"{s / 3600:.1f} h" if s < 172_800 else f"{s / 86400:.1f} d"
 
 
+def seen(ms: int, now_ms: int) -> str:
+    """``3 s ago``, ``5 min ago``: when a heartbeat sent at ``ms`` was (:func:`age`)."""
+    return f"{age(ms, now_ms)} ago"
+
+
+def health(beat: Heartbeat, now_ms: int) -> str:
+    """``beat``'s worker's health at ``now_ms``: ``stale`` when the heartbeat is older than
+    :data:`STALE_AFTER_MS` (the worker stopped beating: killed, hung), else the health it reported
+    (``ok``, ``loading``, ``degraded``)."""
+    return "stale" if now_ms - beat.at_ms > STALE_AFTER_MS else beat.health
+
+
 def _pct(x: float) -> str:
     return f"{x:g} %"
 
@@ -262,8 +282,11 @@ def _bundle_names(state: ControlState) -> set[str]:
 def flags(beat: Heartbeat, state: ControlState, now_ms: int) -> list[str]:
     """Why ``beat``'s worker needs a look: it serves another mix of versions than the one in force
     more than :data:`CONVERGE_MS` after that stage's last change, a bundle failed to load, or it
-    rejected control records."""
+    rejected control records, or it stopped beating (:func:`health`)."""
     out, names = [], _bundle_names(state)
+    if health(beat, now_ms) == "stale":
+        out.append(f"no heartbeat for {age(beat.at_ms, now_ms)} (one every {HEARTBEAT_S:g} s): killed or hung? "
+                   f"gone after {GONE_AFTER_MS // 1000} s")
     for s in beat.serving:
         if s.stage in CONTROL_STAGES:
             expected = in_force(state, s.stage)
@@ -277,14 +300,53 @@ def flags(beat: Heartbeat, state: ControlState, now_ms: int) -> list[str]:
     return out
 
 
-def weights_text(weights: dict[str, float]) -> str:
-    """``v1: 95 %, v2: 5 %``."""
-    return ", ".join(f"{v}: {_pct(round(w, 2))}" for v, w in weights.items())
+def short_version(version: str, width: int) -> str:
+    """``version`` in at most ``width`` characters (5 at least), elided with ``…``. A model version made of
+    ``+``-joined parts (the text model's ``<manifest>+minilm-...+cascade-<profile>``) keeps its last part,
+    the cascade profile: whole, after as much of its start as fits (whole parts where they do), else its
+    end alone. A version without such parts keeps its two ends."""
+    width = max(5, width)
+    if len(version) <= width:
+        return version
+    parts = version.split("+")
+    if len(parts) < 2 or not parts[0]:
+        return version[: width // 2] + "…" + version[len(version) - (width - 1 - width // 2):]
+    tail = f"+{parts[-1]}"
+    if len(tail) >= width:
+        return "…" + version[len(version) - (width - 1):]
+    for k in range(len(parts) - 2, 0, -1):  # whole parts of the start where they fit: 2026-12-04-e70823+…+cascade-fast
+        head = "+".join(parts[:k]) + "+"
+        if len(head) + 1 + len(tail) <= width:
+            return head + "…" + tail
+    return version[: width - 1 - len(tail)] + "…" + tail
 
 
-def serving_text(serving: Iterable[Any]) -> str:
-    """``text v1: 95 %, v2: 5 %`` per stage (:class:`rtaudit.schemas.control.ServingStatus`), ``;``-separated."""
-    return "; ".join(f"{s.stage} {weights_text(s.weights)}" for s in serving)
+def fit_versions(text: str, width: int, floor: int = 12) -> str:
+    """``text`` (:func:`serving_text`, or any text naming versions between spaces) in ``width`` characters
+    where it can be: its words longer than some length (the versions) cut to it by :func:`short_version`,
+    trailing ``:``, ``,`` or ``;`` kept, the length as large as fits but not under ``floor``; a text that
+    does not fit even so comes back with its words at ``floor`` characters."""
+    if len(text) <= width:
+        return text
+    words = text.split(" ")
+    cores = [w.rstrip(":,;") for w in words]
+    room = width - (len(text) - sum(len(c) for c in cores))
+    cap = max(len(c) for c in cores)
+    while cap > floor and sum(min(len(c), cap) for c in cores) > room:
+        cap -= 1
+    return " ".join(short_version(c, cap) + w[len(c):] for c, w in zip(cores, words))
+
+
+def weights_text(weights: dict[str, float], version_width: int | None = None) -> str:
+    """``v1: 95 %, v2: 5 %``; with ``version_width``, each version cut to it (:func:`short_version`)."""
+    return ", ".join(f"{v if version_width is None else short_version(v, version_width)}: {_pct(round(w, 2))}"
+                     for v, w in weights.items())
+
+
+def serving_text(serving: Iterable[Any], version_width: int | None = None) -> str:
+    """``text v1: 95 %, v2: 5 %`` per stage (:class:`rtaudit.schemas.control.ServingStatus`), ``;``-separated;
+    with ``version_width``, each version cut to it (:func:`short_version`)."""
+    return "; ".join(f"{s.stage} {weights_text(s.weights, version_width)}" for s in serving)
 
 
 def live_heartbeats(beats: Iterable[Heartbeat], now_ms: int, gone_after_ms: int = GONE_AFTER_MS) -> dict[str, Heartbeat]:
@@ -312,20 +374,40 @@ class WorkerRow:
     flags: list[str] = field(default_factory=list)
 
     def cells(self) -> list[str]:
-        return [self.worker, self.role, f"{self.age_s:.1f}", self.control_offset, self.health, self.serving,
+        return [self.worker, self.role, f"{self.age_s:.1f} s ago", self.control_offset, self.health, self.serving,
                 self.loaded, str(self.rejected), self.lag, "; ".join(self.flags)]
 
 
 def worker_rows(beats: dict[str, Heartbeat], state: ControlState, now_ms: int) -> list[WorkerRow]:
-    """The fleet table, by role then worker id; the control offset reads ``N`` (caught up) or ``N/M behind``."""
+    """The fleet table, by role then worker id: the heartbeat's age in seconds, health ``stale`` past
+    :data:`STALE_AFTER_MS` (:func:`health`); the control offset reads ``N`` (caught up) or ``N/M behind``;
+    versions longer than :data:`VERSION_WIDTH` are elided in the middle (:func:`short_version`)."""
     rows = []
     for b in sorted(beats.values(), key=lambda b: (b.role, b.worker_id)):
         offset = str(b.control_offset) if b.control_offset >= state.offset else f"{b.control_offset}/{state.offset}"
-        loaded = "; ".join(f"{s.stage} {', '.join(s.loaded)}" for s in b.serving if s.loaded)
-        rows.append(WorkerRow(b.worker_id, b.role, max(0.0, (now_ms - b.at_ms) / 1000), offset, b.health,
-                              serving_text(b.serving), loaded, b.rejected, "" if b.lag is None else str(b.lag),
+        loaded = "; ".join(f"{s.stage} {', '.join(short_version(v, VERSION_WIDTH) for v in s.loaded)}"
+                           for s in b.serving if s.loaded)
+        rows.append(WorkerRow(b.worker_id, b.role, max(0.0, (now_ms - b.at_ms) / 1000), offset, health(b, now_ms),
+                              serving_text(b.serving, VERSION_WIDTH), loaded, b.rejected, "" if b.lag is None else str(b.lag),
                               flags(b, state, now_ms)))
     return rows
+
+
+def fleet_table(live: dict[str, Heartbeat], state: ControlState, now_ms: int) -> Table:
+    """``rtaudit control status``'s table of the workers ``live`` (:func:`live_heartbeats`): one
+    :func:`worker_rows` row each, red when flagged; a version wider than its column folds onto the next
+    line (its end, the cascade profile, stays in view)."""
+    table = Table(title=f"fleet: {len(live)} workers with a heartbeat in the last {GONE_AFTER_MS // 1000} s; "
+                        f"audit.control at offset {state.offset}")
+    for header in ("worker", "role", "last seen", "control offset", "health"):
+        table.add_column(header)
+    for header in ("serving (version: weight)", "loaded"):  # a version wider than its column folds: its end shows
+        table.add_column(header, overflow="fold")
+    for header in ("rejected", "lag", "flags"):
+        table.add_column(header)
+    for row in worker_rows(live, state, now_ms):
+        table.add_row(*map(escape, row.cells()), style="red" if row.flags else None)
+    return table
 
 
 # ---------------------------------------------------------------------------------------- history

@@ -37,7 +37,7 @@ def bench(
     lanes: Annotated[bool, typer.Option("--lanes/--no-lanes", help="high lane at low rate while the low lane is saturated")] = True,
     profile: Annotated[list[str], typer.Option("--profile", "-p", help="named batching profile to bench on the text stage (repeat; default: every profile when the text stage is benched, none with --quick)")] = [],  # noqa: B006
     peers: Annotated[bool, typer.Option("--peers", help="also the peers, stepped like the worker in the same run: Faust's stream.take() batching and "
-                                        "Ray Serve's @serve.batch (Ray: pip install -e \".[bench-peers]\"); default stage text, no mixed, no profiles")] = False,
+                                        "Ray Serve's @serve.batch (Ray: pip install -e \".\\[bench-peers]\"); default stage text, no mixed, no profiles")] = False,
     slo: Annotated[list[str], typer.Option("--slo", help="TARGET=MS latency bound of the knee and of SLO misses, e.g. text=500")] = [],  # noqa: B006
     out: Annotated[Path, typer.Option(help="folder for bench.json, bench.png and worker logs")] = Path(".rtaudit/bench"),
     max_seconds: Annotated[Optional[float], typer.Option(help="no step starts after this (default 50 with --quick, 240 with --quick --peers, 1500)")] = None,

@@ -12,6 +12,7 @@ import typer
 
 from rtaudit.cli.breaker import breaker_app
 from rtaudit.cli.client import submit, verdicts
+from rtaudit.cli.common import plain_help
 from rtaudit.cli.control import control_app
 from rtaudit.cli.dlq import dlq
 from rtaudit.cli.e5 import text_train_cascade, text_train_e5
@@ -37,6 +38,7 @@ app.add_typer(control_app, name="control")
 app.add_typer(model_app, name="model")
 for _command in (bench, fuzz, chaos, dlq, explain, top, broker, worker, up, down, submit, verdicts, demo):
     app.command()(_command)
+plain_help(app)  # the help shows docstrings without their reST markup (``literals``, :mod:`roles`)
 
 
 @app.callback()

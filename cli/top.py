@@ -22,8 +22,8 @@ def top(
                                                 "screenshot of the terminal (rich's export) to this file")] = None,
 ) -> None:
     """Every worker of the fleet, refreshed each second: records/s, lag, batch size and window, P50/P99,
-    errors/s, versions served, semantic drift, health. Workers come from their heartbeats on audit.status
-    (silent for 30 s: gone); the rates from each worker's /metrics (metrics_port set: `rtaudit up` then gives each worker the next port).
+    errors/s, versions served, semantic drift, when the worker was last seen, health. Workers come from their
+    heartbeats on audit.status, one every 2 s (silent for 5 s: health "stale", with how long; for 30 s: gone); the rates from each worker's /metrics (metrics_port set: `rtaudit up` then gives each worker the next port).
     The table fits the terminal's width: below 120 columns the role, window, batch, versions... columns
     give way (cli/top_view.py GIVE_WAY); worker, rec/s, lag, P99 and health always stay."""
     if svg is not None and not once:
@@ -45,8 +45,9 @@ def top(
 
     def frame() -> Group:
         fleet.refresh()
-        live = view.live_heartbeats(fleet.beats.values(), now_ms())
-        rows = scraper.rows(live.values())
+        now = now_ms()
+        live = view.live_heartbeats(fleet.beats.values(), now)
+        rows = scraper.rows(live.values(), now_ms=now)
         title = (f"rtaudit top — {s.bootstrap} — {len(live)} workers — rates over {WINDOW_S:.0f} s — "
                  f"{time.strftime('%H:%M:%S')}")
         width = console.size.width  # each frame fits the terminal as it is now (resized or not)

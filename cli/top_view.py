@@ -4,7 +4,8 @@ and its Prometheus ``/metrics`` (the address its heartbeat names), rates over a 
 Columns: records/s consumed, consumer lag (heartbeat), mean batch size and the batcher's window
 (``rtaudit_batch_size``, ``rtaudit_batch_window_seconds``), P50/P99 of the role's latency (model workers:
 a batch's inference, ``rtaudit_inference_seconds``; fusion: end to end, ``rtaudit_end_to_end_latency_seconds``),
-errors/s (DLQ records and error partials), the versions served, the worst semantic drift, health.
+errors/s (DLQ records and error partials), the versions served, the worst semantic drift, how long ago
+the heartbeat was sent, health (``stale`` once the worker stopped beating: :func:`rtaudit.cli.control_view.health`).
 Percentiles are read from histogram buckets over the window, linearly interpolated inside a bucket
 (Prometheus' ``histogram_quantile`` rule).
 """
@@ -25,7 +26,7 @@ from rich.measure import Measurement
 from rich.table import Table
 
 from rtaudit.schemas.control import Heartbeat
-from rtaudit.cli.control_view import serving_text
+from rtaudit.cli.control_view import fit_versions, health, serving_text
 
 #: seconds of scrapes the rates and percentiles are computed over.
 WINDOW_S = 10.0
@@ -94,6 +95,7 @@ class Row:
     versions: str
     drift: float | None
     health: str
+    seen_s: float | None = None  # seconds since the heartbeat was sent (None: not known)
 
 
 class Scraper:
@@ -113,18 +115,23 @@ class Scraper:
             return None
         return parse_metrics(r.text)
 
-    def rows(self, beats: Iterable[Heartbeat], now_s: float | None = None) -> list[Row]:
+    def rows(self, beats: Iterable[Heartbeat], now_s: float | None = None, now_ms: int | None = None) -> list[Row]:
+        """A row per heartbeat, by role then worker id (:meth:`row`), each worker's /metrics scraped now;
+        ``now_s``: monotonic seconds (default: now), ``now_ms``: epoch ms the heartbeats are aged against."""
         now_s = time.monotonic() if now_s is None else now_s
         out = []
         for b in sorted(beats, key=lambda b: (b.role, b.worker_id)):
             samples = self.scrape(b.metrics) if b.metrics else None
-            out.append(self.row(b, samples, now_s))
+            out.append(self.row(b, samples, now_s, now_ms))
         return out
 
-    def row(self, b: Heartbeat, samples: Samples | None, now_s: float) -> Row:
-        """``b``'s row, with ``samples`` (this scrape, or ``None``) added to its window."""
+    def row(self, b: Heartbeat, samples: Samples | None, now_s: float, now_ms: int | None = None) -> Row:
+        """``b``'s row, with ``samples`` (this scrape, or ``None``) added to its window. With ``now_ms``
+        (epoch ms), the heartbeat's age and, past :data:`rtaudit.cli.control_view.STALE_AFTER_MS`, health
+        ``stale``; without it, neither (the health the worker reported)."""
         drift = max((d.semantic for d in b.drift if d.semantic is not None), default=None)
-        row = Row(b.role, b.worker_id, None, b.lag, None, None, None, None, None, serving_text(b.serving), drift, b.health)
+        row = Row(b.role, b.worker_id, None, b.lag, None, None, None, None, None, serving_text(b.serving), drift,
+                  b.health if now_ms is None else health(b, now_ms), None if now_ms is None else max(0.0, (now_ms - b.at_ms) / 1000))
         if samples is None:
             return row
         hist = self.history.setdefault(b.worker_id, deque())
@@ -184,16 +191,19 @@ COLUMNS: dict[str, Column] = {c.header: c for c in (
     Column("err/s", "err/s", True, lambda r: _num(r.errors_s, ".2f")),
     Column("versions", "versions", False, lambda r: r.versions or "-"),
     Column("drift", "drift", True, lambda r: _num(r.drift, ".3f")),
-    Column("health", "health", False, lambda r: r.health),
+    Column("last seen", "seen", True, lambda r: "-" if r.seen_s is None else f"{r.seen_s:.0f} s ago"),
+    Column("health", "health", False, lambda r: f"stale {r.seen_s:.0f} s" if r.health == "stale" and r.seen_s is not None
+           else r.health),
 )}
 #: terminals narrower than this get short headers, a borderless table and the unit in a caption.
 NARROW_BELOW = 120
-#: widest and narrowest the versions column gets (characters; longer version strings end in an ellipsis).
+#: widest and narrowest the versions column gets, characters: longer versions are elided in the middle
+#: (:func:`rtaudit.cli.control_view.fit_versions`: the cascade profile at their end stays in view).
 VERSIONS_MAX, VERSIONS_MIN = 44, 12
 #: what gives way, in order, when the table is wider than the terminal (as htop and k9s drop columns):
-#: the role (the worker id starts with it), the versions column shrinks, then whole columns go. The
-#: worker, rec/s, lag, P99 and health columns always stay.
-GIVE_WAY = ("role", "-versions", "window ms", "batch", "versions", "drift", "P50 ms", "err/s")
+#: the role (the worker id starts with it), the heartbeat's age (a stale worker's health cell says it),
+#: the versions column shrinks, then whole columns go. The worker, rec/s, lag, P99 and health columns always stay.
+GIVE_WAY = ("role", "last seen", "-versions", "window ms", "batch", "versions", "drift", "P50 ms", "err/s")
 
 
 def table(rows: list[Row], title: str, width: int | None = None) -> Table:
@@ -242,5 +252,6 @@ def _table(rows: list[Row], title: str, shown: list[str], versions_max: int, nar
                      overflow="ellipsis", max_width=versions_max if name == "versions" else None)
     for r in rows:
         style = None if r.health == "ok" else ("yellow" if r.health == "loading" else "red")
-        t.add_row(*(COLUMNS[name].cell(r) for name in shown), style=style)
+        t.add_row(*(fit_versions(COLUMNS[name].cell(r), versions_max, floor=8) if name == "versions"
+                    else COLUMNS[name].cell(r) for name in shown), style=style)
     return t

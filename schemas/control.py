@@ -235,6 +235,10 @@ class DriftStatus(_Strict):
     windows: int = Field(default=0, ge=0)
 
 
+#: seconds between two heartbeats (:class:`Heartbeat`) of one worker; readers take a silence of a few for a dead worker.
+HEARTBEAT_S = 2.0
+
+
 class Heartbeat(_Strict):
     """One record of ``audit.status`` (key: :attr:`worker_id`), every few seconds from every worker.
 

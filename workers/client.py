@@ -42,12 +42,14 @@ from rtaudit.workers.settings import Settings
 from rtaudit.workers import tracing
 
 __all__ = [
-    "AuditClient", "DeliveryError", "InputFileError", "RecordReader", "SeenIds", "VerdictTimeout",
+    "AuditClient", "BadLines", "DeliveryError", "InputFileError", "RecordReader", "SeenIds", "VerdictTimeout",
     "check_cluster", "dlq_reader", "request_from_path", "request_from_uri", "verdict_reader",
 ]
 
 R = TypeVar("R", bound=BaseModel)
 IMAGE_SUFFIXES = {".png", ".jpg", ".jpeg", ".gif", ".bmp", ".tif", ".tiff", ".webp"}
+#: Bad lines of a ``.jsonl`` file named in :class:`BadLines`' message; the rest are counted.
+BAD_LINES_SHOWN = 20
 #: How many request ids a reader remembers to drop repeated verdicts (about 100 MB at most).
 SEEN_IDS_CAPACITY = 1_000_000
 
@@ -77,6 +79,24 @@ class VerdictTimeout(TimeoutError):
 class InputFileError(ValueError):
     """A file given to :func:`request_from_path` cannot become a request (an empty file, or
     binary data that is neither an image nor UTF-8 text)."""
+
+
+class BadLines(InputFileError):
+    """Lines of a ``.jsonl`` file given to :func:`request_from_path` that are not requests (not JSON,
+    or not the request schema). The message names each, ``path:line: reason``, one a line after a
+    count; past :data:`BAD_LINES_SHOWN` it ends with ``... and N more``.
+
+    Attributes:
+        lines: ``(line number from 1, reason)`` of every bad line, in order.
+        total: the non-blank lines of the file.
+    """
+
+    def __init__(self, path: Path, lines: list[tuple[int, str]], total: int) -> None:
+        self.lines, self.total = lines, total
+        shown = [f"{path}:{n}: {why}" for n, why in lines[:BAD_LINES_SHOWN]]
+        if len(lines) > BAD_LINES_SHOWN:
+            shown.append(f"... and {len(lines) - BAD_LINES_SHOWN} more")
+        super().__init__("\n".join([f"{path}: {len(lines)} of {total} lines are not valid requests:", *shown]))
 
 
 class AuditClient:
@@ -159,25 +179,30 @@ def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None =
     settings, named in the hint of a file too large to send inline.
 
     Raises:
-        AuditError: a bad ``.jsonl`` line (``path:line: reason``).
+        BadLines: ``.jsonl`` lines that are not requests, every one of them (``path:line: reason``),
+            before any request is returned.
         MediaTooLarge: a media file over :data:`MAX_INLINE_MEDIA_BYTES` (8 MiB) bytes; the message
             says how to send it by URI (``rtaudit submit --uri``) and what the fleet allows.
-        InputFileError: an empty file of any kind (0 bytes, or only whitespace for text and
-            ``.jsonl``), or a file that is neither media nor UTF-8 text.
+        InputFileError: an empty file of any kind (0 bytes, or only white space and invisible characters,
+            such as U+200B ZERO WIDTH SPACE, for text and ``.jsonl``), or a file that is neither media nor UTF-8 text.
         OSError: the file cannot be read.
     """
     suffix = path.suffix.lower()
     data = path.read_bytes()
-    if not data or (suffix not in IMAGE_SUFFIXES and not data.strip()):
-        raise InputFileError(f"{path} is empty: nothing to moderate (a request needs text or at least one media item)")
+    blank = "" if not data else None if suffix in IMAGE_SUFFIXES else _blank_text(data)
+    if blank is not None:
+        raise InputFileError(f"{path} is empty{f' (only invisible characters: {blank})' if blank else ''}: "
+                             "nothing to moderate (a request needs text or at least one media item)")
     if suffix == ".jsonl":
-        out = []
-        for n, line in enumerate(data.splitlines(), 1):
-            if line.strip():
-                try:
-                    out.append(decode(line, AuditRequest))
-                except AuditError as exc:
-                    raise type(exc)(f"{path}:{n}: {exc.message}", request_id=exc.request_id) from None
+        out, bad_lines = [], []
+        lines = [(n, line) for n, line in enumerate(data.splitlines(), 1) if line.strip()]
+        for n, line in lines:
+            try:
+                out.append(decode(line, AuditRequest))
+            except AuditError as exc:
+                bad_lines.append((n, exc.message))
+        if bad_lines:
+            raise BadLines(path, bad_lines, len(lines))
         return out
     rid = f"{path.stem[:40]}-{uuid.uuid4().hex[:12]}"
     common = dict(request_id=rid, tenant_id=tenant_id, created_at_ms=now_ms(), **fields)
@@ -200,6 +225,25 @@ def request_from_path(path: Path, tenant_id: str, *, media: MediaPolicy | None =
         )
     kind, mime = found
     return [AuditRequest(media=[_inline(path, data, kind, mime, media)], **common)]
+
+
+def _blank_text(data: bytes) -> str | None:
+    """``None`` unless ``data`` is UTF-8 text that shows nothing: only white space (``str.isspace``) and
+    invisible characters (zero-width and other format characters, category Cf:
+    :func:`rtaudit.engine.text.normalize.is_invisible`). Then ``""`` for white space alone, else the
+    invisible characters it holds, named: ``U+200B ZERO WIDTH SPACE, ...`` (3, then ``and N more``)."""
+    import unicodedata
+
+    from rtaudit.engine.text.normalize import is_invisible
+
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if not all(c.isspace() or is_invisible(c) for c in text):
+        return None
+    names = [f"U+{ord(c):04X} {unicodedata.name(c, 'format character')}" for c in dict.fromkeys(text) if not c.isspace()]
+    return ", ".join(names[:3]) + (f" and {len(names) - 3} more" if len(names) > 3 else "")
 
 
 def _inline(path: Path, data: bytes, kind: str, mime: str | None, media: MediaPolicy | None = None) -> MediaItem:

@@ -36,7 +36,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 from rtaudit.engine.clock import now_ms
 from rtaudit.engine.control import Applied, ControlState, Rejected, encode
 from rtaudit.engine.policy import PolicyBook
-from rtaudit.schemas.control import BundleRef, ControlMessage, Heartbeat, ModelPayload, ServingStatus
+from rtaudit.schemas.control import HEARTBEAT_S, BundleRef, ControlMessage, Heartbeat, ModelPayload, ServingStatus
 from rtaudit.schemas.errors import ControlRejected
 from rtaudit.topics.catalog import CONTROL, DLQ, STATUS
 from rtaudit.workers import metrics
@@ -48,8 +48,6 @@ from rtaudit.workers.settings import Settings
 
 log = logging.getLogger(__name__)
 
-#: seconds between two heartbeats of one worker.
-HEARTBEAT_S = 2.0
 #: how long one poll of the control partition waits, s (also the listeners' worst-case delay).
 POLL_S = 0.2
 #: longest fetch wait of a control reader on an idle partition, ms: a record is applied within

@@ -168,7 +168,9 @@ _UNITS = frozenset(
 )
 
 
-def _is_invisible(ch: str) -> bool:
+def is_invisible(ch: str) -> bool:
+    """True for a character that shows nothing: a format character (category Cf, U+200B ZERO WIDTH SPACE,
+    U+FEFF), a variation selector, the combining grapheme joiner or a Hangul filler (normalization drops it)."""
     cp = ord(ch)
     return (
         unicodedata.category(ch) == "Cf"
@@ -265,7 +267,7 @@ def _nfkc(text: str) -> tuple[str, _Spans]:
 
 
 def _format_chars(text: str, spans: _Spans) -> tuple[str, _Spans]:
-    return _map_chars(text, spans, lambda c: "" if _is_invisible(c) else " " if ord(c) in _BLANKS else c)
+    return _map_chars(text, spans, lambda c: "" if is_invisible(c) else " " if ord(c) in _BLANKS else c)
 
 
 def _combining_marks(text: str, spans: _Spans) -> tuple[str, _Spans]:

@@ -184,8 +184,61 @@ def test_worker_rows() -> None:
     beats = {"text-h-1": beat(weights={"v1": 100.0}, lag=7, offset=1), "fusion-h-2": beat("fusion-h-2", offset=2)}
     rows = view.worker_rows(beats, state, NOW)
     assert [r.role for r in rows] == ["fusion", "text"]
-    assert rows[1].cells() == ["text-h-1", "text", "1.0", "1/2", "ok", "text v1: 100 %", "text v1", "0", "7", ""]
+    assert rows[1].cells() == ["text-h-1", "text", "1.0 s ago", "1/2", "ok", "text v1: 100 %", "text v1", "0", "7", ""]
     assert rows[0].control_offset == "2" and rows[0].lag == ""
+
+
+def test_a_worker_that_stopped_beating_is_stale_and_flagged_before_it_is_gone() -> None:
+    """A worker killed with kill -9 read "ok" until its heartbeat expired (30 s)."""
+    from rtaudit.schemas.control import HEARTBEAT_S
+
+    assert view.STALE_AFTER_MS == 2 * HEARTBEAT_S * 1000 + 1000 == 5000  # the status and top help say 2 s and 5 s
+    beats = {"text-h-1": beat("text-h-1", NOW - 1000), "text-h-2": beat("text-h-2", NOW - 12_000),
+             "text-h-3": beat("text-h-3", NOW - 5000, health="loading")}
+    assert set(view.live_heartbeats(beats.values(), NOW)) == set(beats)  # none is gone yet
+    rows = {r.worker: r for r in view.worker_rows(beats, ControlState(), NOW)}
+    assert (rows["text-h-1"].health, rows["text-h-1"].flags) == ("ok", [])
+    assert rows["text-h-3"].health == "loading"  # 5 s: not yet
+    stale = rows["text-h-2"]
+    assert stale.health == "stale" and stale.cells()[2] == "12.0 s ago"
+    assert stale.flags == ["no heartbeat for 12 s (one every 2 s): killed or hung? gone after 30 s"]
+
+
+#: a text model's version as the text stage names it: the cascade profile comes last
+LONG = ("2026-12-04-e7082391+minilm-53aa51172d14-ft4f21344890b3-op17-int8+apc-0.2.14+ml-3c1f0e2a"
+        "+e5-small-q4-9d8e7f6a+cascade-balanced")
+
+
+@pytest.mark.parametrize(("width", "shown"), [
+    (200, LONG),
+    (40, "2026-12-04-e7082391+…+cascade-balanced"),
+    (30, "2026-12-04-e…+cascade-balanced"),
+    (18, "…+cascade-balanced"),
+    (12, "…de-balanced"),
+])
+def test_a_long_version_is_elided_in_the_middle_keeping_its_cascade_profile(width: int, shown: str) -> None:
+    assert view.short_version(LONG, width) == shown and len(shown) <= width
+    assert view.short_version("v2", 5) == "v2" and view.short_version("abcdefghijklmnop", 9) == "abcd…mnop"
+
+
+def test_the_serving_text_fits_a_width_by_eliding_its_versions() -> None:
+    text = view.serving_text([ServingStatus(stage="text", loaded=[LONG, "v2"], weights={LONG: 95.0, "v2": 5.0})])
+    assert text == f"text {LONG}: 95 %, v2: 5 %"
+    assert view.fit_versions(text, 200) == text
+    assert view.fit_versions(text, 44) == "text 2026-1…+cascade-balanced: 95 %, v2: 5 %"
+    assert view.serving_text([ServingStatus(stage="text", weights={LONG: 100.0})], 40) == \
+        "text 2026-12-04-e7082391+…+cascade-balanced: 100 %"
+
+
+def test_the_status_table_shows_the_end_of_a_long_version() -> None:
+    import io
+
+    from rich.console import Console
+
+    console = Console(width=140, file=io.StringIO(), record=True)
+    console.print(view.fleet_table({"text-h-1": beat(weights={LONG: 100.0})}, ControlState(), NOW))
+    out = "".join(line.split("│")[6].strip() for line in console.export_text().splitlines() if line.startswith("│"))
+    assert out == "text2026-12-04-e7082391+…+cascade-balanced: 100 %", console.export_text()  # folded, not cut
 
 
 def test_subject_rows_summarise_each_kind() -> None:

@@ -77,6 +77,40 @@ def test_an_empty_file_of_any_kind_is_refused_the_same_way(no_broker, tmp_path, 
     assert "submitted" not in result.output
 
 
+@pytest.mark.parametrize("name, content, shown", [
+    ("zw.txt", "\u200b\u200b", "U+200B ZERO WIDTH SPACE"),
+    ("zwj.txt", "\u200d\ufeff\n", "U+200D ZERO WIDTH JOINER, U+FEFF ZERO WIDTH NO-BREAK SPACE"),
+    ("zw.jsonl", " \u2060\n\u200b\n", "U+2060 WORD JOINER, U+200B ZERO WIDTH SPACE"),
+    ("nbsp.txt", "\u00a0\u3000\n", None),
+])
+def test_a_file_of_invisible_characters_is_refused_as_empty(no_broker, tmp_path, name, content, shown):
+    """Zero-width characters only were published and judged `allow`; white space only was refused as empty."""
+    (tmp_path / name).write_text(content, encoding="utf-8")
+    result = CliRunner().invoke(app, ["submit", name])
+    assert result.exit_code == 2
+    why = f" (only invisible characters: {shown})" if shown else ""
+    assert one_line(result) == f"{name} is empty{why}: nothing to moderate (a request needs text or at least one media item)"
+    assert "submitted" not in result.output
+
+
+def test_every_bad_line_of_a_jsonl_file_is_named_before_anything_is_sent(no_broker, tmp_path):
+    """Only the first bad line was reported: fixing a file took one run per bad line."""
+    good = '{"request_id": "r-%d", "tenant_id": "default", "created_at_ms": 1800000000000, "text": "hi"}'
+    lines = [good % 1, "{not json", good % 3, '{"request_id": "r-4", "tenant_id": "default"}', "", good % 6]
+    (tmp_path / "some.jsonl").write_text("\n".join(lines) + "\n")
+    result = CliRunner().invoke(app, ["submit", "some.jsonl"])
+    assert result.exit_code == 2 and "submitted" not in result.output and "Traceback" not in result.output
+    out = [ln for ln in result.output.splitlines() if ln.strip()]
+    assert out[0] == "some.jsonl: 2 of 5 lines are not valid requests:"
+    assert [ln.split(": ")[0] for ln in out[1:]] == ["some.jsonl:2", "some.jsonl:4"], result.output
+    assert "created_at_ms" in out[2]
+
+    (tmp_path / "many.jsonl").write_text("{not json\n" * 25)
+    out = [ln for ln in CliRunner().invoke(app, ["submit", "many.jsonl"]).output.splitlines() if ln.strip()]
+    assert out[0] == "many.jsonl: 25 of 25 lines are not valid requests:" and len(out) == 22
+    assert out[20].startswith("many.jsonl:20: ") and out[21] == "... and 5 more"
+
+
 def test_submit_by_uri_reaches_the_broker_check_and_a_bad_uri_is_one_line(no_broker, tmp_path):
     result = CliRunner().invoke(app, ["submit", "--uri", "file:///srv/uploads/cat.jpg"])
     assert result.exit_code == 1 and one_line(result).startswith("no broker at")  # built, then the broker is down

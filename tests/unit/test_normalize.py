@@ -193,7 +193,7 @@ def _code_points_the_folds_touch() -> list[str]:
     it acts on: a confusables key, a character NFKC changes, an invisible or blank, a letter-shaped
     emoji, a Latin letter with a removable diacritic, a combining mark, a cased letter, and the
     leet characters. About 9,400 code points."""
-    from rtaudit.engine.text.normalize import _BLANKS, _LEET_DIGITS, _emoji_letter, _is_invisible, _strip_diacritics, confusable_letters
+    from rtaudit.engine.text.normalize import _BLANKS, is_invisible, _LEET_DIGITS, _emoji_letter, _strip_diacritics, confusable_letters
 
     folds = confusable_letters()
     touched = []
@@ -204,7 +204,7 @@ def _code_points_the_folds_touch() -> list[str]:
             continue
         if (
             c in folds or c.lower() in folds or c.upper() in folds or c.lower() != c
-            or not unicodedata.is_normalized("NFKC", c) or _is_invisible(c) or cp in _BLANKS
+            or not unicodedata.is_normalized("NFKC", c) or is_invisible(c) or cp in _BLANKS
             or _emoji_letter(c) or _strip_diacritics(c) != c or category.startswith("M")
             or c in _LEET_DIGITS or c in "$@!"
         ):

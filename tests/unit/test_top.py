@@ -119,3 +119,41 @@ def test_the_narrow_caption_names_only_the_millisecond_columns_shown() -> None:
     assert _ms_caption(["worker", "rec/s", "P99 ms"]) == "P99 in ms"
     assert _ms_caption(["worker", "P50 ms", "P99 ms"]) == "P50 and P99 in ms"
     assert _ms_caption(["worker", "lag"]) is None
+
+
+def test_a_long_text_model_version_keeps_its_cascade_profile_in_view() -> None:
+    """The versions column cut the text model's version at its end, where its cascade profile is."""
+    version = ("2026-12-04-e7082391+minilm-53aa51172d14-ft4f21344890b3-op17-int8+apc-0.2.14+ml-3c1f0e2a"
+               "+e5-small-q4-9d8e7f6a+cascade-balanced")
+    b = beat().model_copy(update={"serving": [ServingStatus(stage="text", loaded=[version], weights={version: 100.0})]})
+    row = Scraper().row(b, None, 0.0)
+    (line,) = [line for line in render(table([row], "t", 200), 200) if "text-host-1" in line]
+    assert "+cascade-balanced: 100 %" in line and "text 2026-12-04-e" in line, line
+
+
+def test_a_worker_that_stopped_beating_reads_stale_with_its_age() -> None:
+    """A worker killed with kill -9 read "ok" until its heartbeat expired (30 s)."""
+    now = 1_700_000_000_000 + 12_000  # beat() was sent 12 s before
+    stale = Scraper().row(beat(), None, 0.0, now_ms=now)
+    fresh = Scraper().row(beat("ocr"), None, 0.0, now_ms=now - 11_000)
+    assert (stale.health, stale.seen_s, fresh.health, fresh.seen_s) == ("stale", 12.0, "ok", 1.0)
+    assert Scraper().row(beat(), None, 0.0).health == "ok"  # not aged without a clock
+    wide = render(table([fresh, stale], "t", 200), 200)
+    assert "last seen" in wide[2] and "1 s ago" in next(line for line in wide if "ocr-host-1" in line)
+    for width in (80, 200):  # the health column always stays: at 80 columns it says how long
+        (line,) = [line for line in render(table([fresh, stale], "t", width), width) if "text-host-1" in line]
+        assert "stale 12 s" in line, line
+
+
+@pytest.mark.parametrize("worker_chars", [15, 26, 40])
+def test_at_80_columns_the_caption_names_the_millisecond_columns_the_header_shows(worker_chars: int) -> None:
+    """The narrow caption once said "P50, P99 and win in ms" with no win column in sight."""
+    rows = [Scraper().row(beat(role, None), None, 0.0) for role in ("fusion", "ocr", "router", "text")]
+    for r in rows:
+        r.worker = (r.role + "-" + "h" * 60)[:worker_chars]
+        r.window_ms, r.p50_ms, r.p99_ms, r.records_s, r.errors_s = 15.0, 1234.5, 59700.0, 185.0, 0.25
+    lines = render(table(rows, "rtaudit top", 80), 80)
+    header = next(line for line in lines if " worker " in line and " lag " in line)
+    caption = lines[-1] if lines[-1].strip() else lines[-2]
+    named = [short for short in ("P50", "P99", "win") if f" {short} " in f" {caption.strip()} "]
+    assert named == [short for short in ("P50", "P99", "win") if f" {short} " in f"{header} "], (header, caption)
