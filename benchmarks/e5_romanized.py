@@ -2,11 +2,12 @@
 
 Usage: ``python benchmarks/e5_romanized.py [--data DIR] [--english-data DIR]``
 
-Held-out test rows of the seeded sample of :func:`rtaudit.modelbuild.text.e5_train.sample` (their embeddings are cached
-by ``rtaudit text train-e5``), scored by one :class:`~rtaudit.engine.text.scoring.TextScorer` with its ``semantic``
+Held-out test rows of the seeded sample of :func:`rtaudit.modelbuild.text.e5_train.sample`, fixed by its seed (not by
+what the embedding cache holds, so runs compare; embedded once, then cached), scored by one :class:`~rtaudit.engine.text.scoring.TextScorer` with its ``semantic``
 stage off ("before": the English model and the lexical score) and on ("after"); flagged = any category ≥ 0.5.
-Prints a markdown table: recall on abusive rows, FP on the sets' non-abusive rows and on ordinary sentences, and
-the share the romanized router sends to its head. Then English leakage: per romanized router, the share of the
+Prints a markdown table: recall on abusive rows, FP on the sets' non-abusive rows, on ordinary sentences and on the
+benign sources' test rows (:func:`rtaudit.modelbuild.text.romanized_data.benign`, every one: TUNIZI's positive
+comments for ar_latn; none for hi_latn), and the share the romanized router sends to its head. Then English leakage: per romanized router, the share of the
 English dev posts (OLID + Davidson, ``--english-data``) and of the English benign list it takes, and the benign
 list flagged by the scorer with every router and with all but that one.
 """
@@ -33,7 +34,6 @@ def main(argv: list[str] | None = None) -> int:
     from rtaudit.modelbuild.text import e5_train
     from rtaudit.modelbuild.text import multilingual_data as MD
     from rtaudit.workers.settings import Settings
-    from rtaudit.engine.text.encoder import EmbeddingCache
     from rtaudit.engine.text.scoring import TextScorer
 
     root = args.data or MD.default_data_dir(Settings().multilingual_data)
@@ -47,27 +47,30 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     enc = sem.encoder
     memo = enc.use_cache()
-    keyer = lambda rows: [EmbeddingCache.key(i) for i in enc.tokenizer.encode([r.text for r in rows])]  # noqa: E731
-    print("| romanized | test pos | test neg | test ordinary | recall before → after | neg FP before → after "
-          "| ordinary FP before → after | routed to its head |")
-    print("|---|---|---|---|---|---|---|---|")
+    benign_sources = {src.name for src in romanized.SOURCES if src.benign}
+    print("| romanized | test pos | test neg | test ordinary | test benign | recall before → after | neg FP before → after "
+          "| ordinary FP before → after | benign FP before → after | routed to its head |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for lang in romanized.ROMANIZED:
-        rows = [r for r in e5_train.sample(root, lang, set(memo.table), keyer) if r.split == "test"]
-        kinds = np.array([e5_train.kind(r, e5_train.ordinary_of(lang)) for r in rows])
+        rows = [r for r in e5_train.sample(root, lang) if r.split == "test"]  # by the seed alone: runs compare
+        rows += [r for r in romanized.benign(root, lang) if r.split == "test"]
+        kinds = np.array([e5_train.kind(r, e5_train.ordinary_of(lang)) if r.source not in benign_sources else "benign"
+                          for r in rows])
         texts = [r.text for r in rows]
         flagged = {}
         for name, stage in (("before", None), ("after", sem)):
             scorer.semantic = stage
             flagged[name] = np.array([max(o.scores.values()) >= 0.5 for o in scorer.score(texts, evidence=False)])
         scorer.semantic = sem
-        routed = float(np.mean([x == lang for x in sem.romanized(texts)]))
+        routed = float(np.mean([x == lang for x, k in zip(sem.romanized(texts), kinds) if k != "benign"]))  # the sets' rows
 
         def cell(k: str, kinds: np.ndarray = kinds, flagged: dict = flagged) -> str:
             m = kinds == k
             return f"{flagged['before'][m].mean():.3f} → {flagged['after'][m].mean():.3f}" if m.any() else "-"
 
         print(f"| {lang} | {(kinds == 'pos').sum()} | {(kinds == 'neg').sum()} | {(kinds == 'ordinary').sum()} "
-              f"| {cell('pos')} | {cell('neg')} | {cell('ordinary')} | {routed:.1%} |")
+              f"| {(kinds == 'benign').sum()} | {cell('pos')} | {cell('neg')} | {cell('ordinary')} | {cell('benign')} "
+              f"| {routed:.1%} |")
     memo.save()
     english(scorer, args.english_data)
     return 0

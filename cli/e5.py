@@ -22,6 +22,9 @@ def text_train_e5(
     english_data: Annotated[Path, typer.Option("--english-data", help="root of the labelled English data (text/olid, "
                                                "text/davidson): the romanized-script routers' English negatives")]
     = DEFAULT_DATA,
+    ngram_only: Annotated[bool, typer.Option("--ngram-only", help="refit only the romanized character n-gram abuse models "
+                                             "(ngram_<lang>.npz: no encoder, no embedding; the e5 heads and routers stay)")]
+    = False,
 ) -> None:
     """Embed a seeded sample of the per-language sets with multilingual-e5-small (cached under the cache directory)
     and fit one head per language plus the "any" head; write their .npz and manifest."""
@@ -32,6 +35,9 @@ def text_train_e5(
     from rtaudit.engine.text.e5_heads import artifacts_dir
 
     root = data or MD.default_data_dir(settings_or_exit(None).multilingual_data)
+    if ngram_only:
+        _ngram_only(root, out or artifacts_dir())
+        return
     gone = MD.missing(root)
     if gone:
         Console(stderr=True).print(f"no per-language data under {root}: {gone[0]} not found "
@@ -62,6 +68,28 @@ def text_train_e5(
         table.add_row(a["language"], a["sha256"][:16], str(r["C"]), f"{r['dev_auc']:.3f}", f"{r['threshold']:.3f}",
                       f"{r['dev_recall']:.3f}", "-" if r["dev_ordinary_fp"] is None else f"{r['dev_ordinary_fp']:.1%}",
                       "-" if r["dev_neg_fp"] is None else f"{r['dev_neg_fp']:.1%}")
+    Console().print(table)
+
+
+def _ngram_only(root: Path, out: Path) -> None:
+    """``--ngram-only``: :func:`rtaudit.modelbuild.text.romanized_train.train_ngram_heads` and its table."""
+    from rtaudit.engine.text.romanized import ngram_file
+    from rtaudit.modelbuild.text import romanized_data as romanized
+    from rtaudit.modelbuild.text.romanized_train import NGRAM_HEADS, train_ngram_heads
+
+    gone = [p for lang in NGRAM_HEADS for p in romanized.missing(root, lang)]
+    if gone:
+        Console(stderr=True).print(f"romanized data not found: {gone[0]} (docs/text-moderation.md, 'Romanized scripts')",
+                                   markup=False, soft_wrap=True)
+        raise typer.Exit(2)
+    manifest = train_ngram_heads(root, out)
+    table = Table("n-gram model", "sha256", "dev AUC", "threshold", "dev R", "dev non-abusive FP", "dev benign FP",
+                  title=manifest["version"])
+    for lang in NGRAM_HEADS:
+        a = manifest["artifacts"][ngram_file(lang)]
+        r = a["report"]
+        table.add_row(lang, a["sha256"][:16], f"{r['dev_auc']:.3f}", f"{r['threshold']:.3f}", f"{r['dev_recall']:.3f}",
+                      f"{r['dev_neg_fp']:.1%}", "-" if r["dev_benign_fp"] is None else f"{r['dev_benign_fp']:.1%}")
     Console().print(table)
 
 

@@ -89,6 +89,21 @@ def multilingual_data_dir() -> Path:
     return _fetched_data(root, MD.missing(root), MULTILINGUAL_SKIP_REASON, MD.DATA_ENV, "RTAUDIT_REQUIRE_MULTILINGUAL_DATA")
 
 
+@pytest.fixture(scope="session")
+def romanized_data_dir() -> Path:
+    """The romanized-script sets (:data:`rtaudit.modelbuild.text.romanized_data.SOURCES`, under the same directory as
+    the per-language sets; docs/text-moderation.md, 'Romanized scripts'). Skips the test when one is absent (the
+    multilingual skip reason: counted aloud in the summary), or fails it when ``RTAUDIT_REQUIRE_MULTILINGUAL_DATA=1``."""
+    from rtaudit.modelbuild.text import multilingual_data as MD
+    from rtaudit.modelbuild.text import romanized_data
+
+    from rtaudit.workers.settings import Settings
+
+    root = MD.default_data_dir(Settings().multilingual_data)  # $RTAUDIT_MULTILINGUAL_DATA
+    return _fetched_data(root, romanized_data.missing(root), MULTILINGUAL_SKIP_REASON, MD.DATA_ENV,
+                         "RTAUDIT_REQUIRE_MULTILINGUAL_DATA")
+
+
 def _skip_reason(report: pytest.TestReport) -> str:
     longrepr = report.longrepr
     if isinstance(longrepr, tuple) and len(longrepr) == 3:

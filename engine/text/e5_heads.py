@@ -74,9 +74,12 @@ class E5Heads:
     encoder: str
     #: romanized-script detectors (:class:`rtaudit.engine.text.romanized.RomanizedRouter`; may hold none)
     router: "RomanizedRouter | None" = None
-    #: character n-gram abuse models of romanized languages whose e5 head is weak (``ngram_<lang>.npz``: Arabizi),
-    #: max'ed with the head's score by the stage
+    #: character n-gram abuse models of romanized languages whose e5 head is weak (``ngram_<lang>.npz``: Hinglish,
+    #: Arabizi): max'ed with the head's score by the stage, or serving the language alone (:attr:`ngram_alone`)
     ngram: "dict[str, CharNgramModel]" = field(default_factory=dict)
+    #: languages of :attr:`ngram` whose manifest entry says ``"combine": "alone"``: the n-gram model scores them and
+    #: their e5 head is not asked (an entry without the field, as in bundles before it: max'ed with the head)
+    ngram_alone: frozenset[str] = frozenset()
 
     @classmethod
     def load(cls, base: Path | None = None) -> "E5Heads | None":
@@ -97,10 +100,12 @@ class E5Heads:
         from rtaudit.engine.text.heads import CharNgramModel
         from rtaudit.engine.text.romanized import ROMANIZED, RomanizedRouter, ngram_file
 
+        listed = manifest.get("artifacts", {})
         ngram = {lang: CharNgramModel.load(verified_path(ngram_file(lang), root))
-                 for lang in ROMANIZED if ngram_file(lang) in manifest.get("artifacts", {})}
+                 for lang in ROMANIZED if ngram_file(lang) in listed}
+        alone = frozenset(lang for lang in ngram if listed[ngram_file(lang)].get("combine") == "alone")
         return cls(heads, str(manifest.get("version", "unknown")), str(manifest.get("encoder", "unknown")),
-                   RomanizedRouter.load(root, manifest), ngram)
+                   RomanizedRouter.load(root, manifest), ngram, alone)
 
     def predict(self, lang: str, emb: np.ndarray) -> np.ndarray:
         """``offensive`` probabilities ``float64[n]`` of ``lang``'s head (the :data:`ANY` head for a language without one)."""

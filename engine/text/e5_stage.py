@@ -73,17 +73,25 @@ class MultilingualStage:
 
     def score(self, texts: list[str], languages: list[str]) -> np.ndarray:
         """``offensive`` probabilities ``float64[n]`` of ``texts`` (normalized), each by its language's head
-        (``languages[i]``: a code with a head, else the ``any`` head; max'ed with the language's character n-gram
-        model where the heads hold one: ``ar_latn``). One encoder call for the batch."""
+        (``languages[i]``: a code with a head, else the ``any`` head). A romanized language with a character n-gram
+        model in the heads (``hi_latn``, ``ar_latn``) is scored by that model alone where its manifest entry says so
+        (:attr:`~rtaudit.engine.text.e5_heads.E5Heads.ngram_alone`: those texts are not embedded), else by the larger
+        of the model's and the head's scores. One encoder call for the texts that need one."""
         if not texts:
             return np.zeros(0)
-        emb = self.encoder.encode(texts)
         out = np.zeros(len(texts))
+        alone = self.heads.ngram_alone
+        embed = [i for i, lang in enumerate(languages) if lang not in alone]
+        emb = self.encoder.encode([texts[i] for i in embed]) if embed else np.zeros((0, 384), np.float32)
+        row = {i: k for k, i in enumerate(embed)}
         for lang in set(languages):
             idx = np.array([i for i, x in enumerate(languages) if x == lang])
-            p = self.heads.predict(lang, emb[idx])
             ngram = self.heads.ngram.get(lang)
-            if ngram is not None:  # a romanized language e5 reads poorly (Arabizi): its n-gram model too, the larger wins
+            if lang in alone and ngram is not None:
+                out[idx] = ngram.predict([texts[i] for i in idx])
+                continue
+            p = self.heads.predict(lang, emb[[row[i] for i in idx]])
+            if ngram is not None:  # a romanized language e5 reads poorly: its n-gram model too, the larger wins
                 p = np.maximum(p, ngram.predict([texts[i] for i in idx]))
             out[idx] = p
         return out

@@ -6,7 +6,8 @@ which scored a plain Hinglish insult 0.02). :class:`RomanizedRouter` holds one c
 romanized language (:class:`~rtaudit.engine.text.heads.CharNgramModel`, one-vs-rest: that language's rows
 against English posts (OLID, Davidson) and the Latin-script languages' rows), applied to texts on the English
 route; a text scored at least 0.5 (threshold chosen so that at most :data:`ROUTE_EN_MAX` of the English dev
-posts leave) gets the e5 head of that language, max'ed with its English scores. The data the routers and
+posts leave) gets that language's model (its e5 head, or its character n-gram abuse model: :func:`ngram_file`),
+max'ed with its English scores. The data the routers and
 heads are fitted on, and their sources and licences: :mod:`rtaudit.modelbuild.text.romanized_data`.
 """
 
@@ -38,8 +39,9 @@ def router_file(lang: str) -> str:
 
 
 def ngram_file(lang: str) -> str:
-    """The character n-gram abuse model of a romanized language whose e5 head is weak (Arabizi): its score is max'ed
-    with the head's (:class:`rtaudit.engine.text.e5_stage.MultilingualStage`)."""
+    """The character n-gram abuse model of a romanized language whose e5 head is weak (Hinglish, Arabizi): it serves the
+    language alone, or is max'ed with the head where its manifest entry does not say ``"combine": "alone"``
+    (:class:`rtaudit.engine.text.e5_stage.MultilingualStage`)."""
     return f"ngram_{lang}.npz"
 
 

@@ -1,4 +1,5 @@
-"""The e5 heads, their threshold rule, their loader, and the romanized-script helpers (no data needed)."""
+"""The e5 heads, their threshold rule, their loader, the romanized-script helpers and the romanized n-gram abuse models'
+fit (no data needed: the sets are written here)."""
 
 from __future__ import annotations
 
@@ -72,11 +73,48 @@ def test_a_listed_ngram_model_of_a_romanized_language_is_loaded_and_checked(tmp_
     heads = E5Heads.load(tmp_path)
     assert heads is not None and set(heads.ngram) == {"ar_latn"}
     np.testing.assert_allclose(heads.ngram["ar_latn"].predict(["ya hmar"]), [0.5])
+    assert heads.ngram_alone == frozenset()  # an entry without "combine" (bundles before it): max'ed with the head
     assert E5Heads(heads.heads, "v", "e").ngram == {}  # none by default (bundles before it)
+    manifest["artifacts"][ngram_file("ar_latn")]["combine"] = "alone"
+    (d / "manifest.json").write_text(json.dumps(manifest))
+    assert E5Heads.load(tmp_path).ngram_alone == {"ar_latn"}  # type: ignore[union-attr]
     with open(d / ngram_file("ar_latn"), "ab") as f:
         f.write(b"tampered")
     with pytest.raises(ArtifactError):
         E5Heads.load(tmp_path)
+
+
+class _Encoder:
+    """Stands in for the e5 encoder: records what it is asked to embed; every text embeds to the same unit vector."""
+
+    version = "fake"
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.asked += texts
+        return np.ones((len(texts), 384), np.float32) / np.sqrt(384)
+
+
+def test_a_language_its_ngram_model_serves_alone_is_not_embedded_and_gets_the_models_score() -> None:
+    from rtaudit.engine.text.e5_stage import MultilingualStage
+    from rtaudit.engine.text.heads import CharNgramModel
+
+    n = 2**10
+    hot = CharNgramModel(np.ones(n, np.float32), np.zeros(n, np.float32), 3.0, 0.0, (1, 2))  # every text: sigmoid(3)
+    cold = CharNgramModel(np.ones(n, np.float32), np.zeros(n, np.float32), -3.0, 0.0, (1, 2))  # every text: sigmoid(-3)
+    head = E5Head(np.zeros(384, np.float32), 0.0, 0.0)  # every embedding: 0.5
+    heads = E5Heads({ANY: head, "hi_latn": head, "ar_latn": head}, "v", "e", None,
+                    {"hi_latn": cold, "ar_latn": cold}, frozenset({"hi_latn"}))
+    enc = _Encoder()
+    p = MultilingualStage(enc, heads).score(["tu pagal hai", "ya hmar", "je bent"], ["hi_latn", "ar_latn", ANY])  # type: ignore[arg-type]
+    np.testing.assert_allclose(p, [1 / (1 + np.exp(3)), 0.5, 0.5])  # alone: the model's score, even below the head's
+    assert enc.asked == ["ya hmar", "je bent"]  # the language served alone is not embedded
+    heads.ngram["ar_latn"] = hot  # max'ed: the larger wins
+    assert MultilingualStage(enc, heads).score(["ya hmar"], ["ar_latn"])[0] == pytest.approx(1 / (1 + np.exp(-3)))  # type: ignore[arg-type]
+    enc.asked.clear()
+    assert MultilingualStage(enc, heads).score(["tu pagal hai"], ["hi_latn"]).shape == (1,) and enc.asked == []  # type: ignore[arg-type]
 
 
 def test_a_tampered_head_is_refused_and_a_bundle_without_heads_loads_none(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -130,7 +168,41 @@ def test_arabizi_rows_keep_their_label_and_drop_unknown_labels_and_arabic_script
     assert all(r.split in ("train", "dev", "test") for r in rows)
     # the same text, the same split (the rule every language shares: a hash of source and text)
     assert [r.split for r in rows] == [r.split for r in romanized.load(tmp_path, "ar_latn")]
-    assert romanized.missing(tmp_path, "ar_latn") == [] and romanized.missing(tmp_path, "hi_latn")
+    assert romanized.missing(tmp_path, "ar_latn") == [tmp_path / "tunizi" / "TUNIZI-Dataset.txt"]
+    assert romanized.missing(tmp_path, "hi_latn")
+
+
+def test_tunizi_positive_comments_are_benign_rows_kept_out_of_the_abuse_rows(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    _arabizi(tmp_path, "Text,Generic Class,Original class,Source,Dialect\nya hmar nta wa7ed kelb,offensive,Abusive,(test),DZ\n")
+    (tmp_path / "tunizi").mkdir()
+    (tmp_path / "tunizi" / "TUNIZI-Dataset.txt").write_text(
+        "1;rabi yer7mou w ywasa3 3lih\n"
+        "%1;merci beaucoup ya sa7bi\n"  # a stray "%" before the label: kept
+        "-1;ya wled l7ram\n"  # negative sentiment: dropped (not abuse, but may hold it)
+        "1;rabi yer7mou w ywasa3 3lih\n"  # duplicate: kept once
+        "1;\n", encoding="utf-8")  # empty: dropped
+    assert romanized.missing(tmp_path, "ar_latn") == []
+    benign = romanized.benign(tmp_path, "ar_latn")
+    assert [(r.source, r.label) for r in benign] == [("tunizi", 0), ("tunizi", 0)]
+    assert "merci" in benign[1].text and all(r.split in ("train", "dev", "test") for r in benign)
+    assert {r.source for r in romanized.load(tmp_path, "ar_latn")} == {"arabizi_off"}  # never an abuse-set row
+    assert romanized.benign(tmp_path, "hi_latn") == []  # no benign source for Hinglish
+
+
+def test_trac1_reads_its_gold_test_sets_too(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    (tmp_path / "hinglish_hs").mkdir()
+    (tmp_path / "hinglish_hs" / "hate_speech.tsv").write_text("tu gadha hai\tyes\n", encoding="utf-8")
+    d = tmp_path / "trac1_hi"
+    d.mkdir()
+    for name, row in (("agr_hi_train.csv", "t1,abe saale nikal,OAG"), ("agr_hi_dev.csv", "d1,kal milte hain bhai,NAG"),
+                      ("agr_hi_fb_gold.csv", "f1,bahut badhiya kaam kiya,NAG"),
+                      ("agr_hi_tw_gold.csv", "smh_1,tu pagal hai kya,CAG\nsmh_2,chup kar kamine,OAG")):
+        (d / name).write_text(row + "\n", encoding="utf-8")
+    rows = romanized.load(tmp_path, "hi_latn")
+    assert [(r.source, r.label) for r in rows] == [("hinglish_hs", 1), ("trac1_hi", 1), ("trac1_hi", 0), ("trac1_hi", 0),
+                                                   ("trac1_hi", 1)]  # covertly aggressive (CAG) dropped
+    (d / "agr_hi_tw_gold.csv").unlink()
+    assert romanized.missing(tmp_path, "hi_latn") == [d / "agr_hi_tw_gold.csv"]
 
 
 def test_arabizi_loader_refuses_a_file_without_its_columns(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -140,3 +212,33 @@ def test_arabizi_loader_refuses_a_file_without_its_columns(tmp_path) -> None:  #
     (tmp_path / "arabizi_off" / "Arabizi-Off_Lang_Dataset.csv").unlink()
     with pytest.raises(FileNotFoundError):
         romanized.load(tmp_path, "ar_latn")
+
+
+def test_ngram_abuse_model_fit_is_deterministic_and_keeps_its_dev_rule(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rtaudit.engine.text.romanized import ngram_file
+    from rtaudit.modelbuild.text import romanized_train
+
+    rng = np.random.default_rng(5)
+    rude, kind = ["hmar", "kelb", "7mar", "wld l7ram", "ya 9lil"], ["sa7a", "rabi y5alik", "mabrouk", "merci", "bravo"]
+    lines = ["Text,Generic Class,Original class,Source,Dialect"]
+    for i in range(600):
+        abusive = i % 3 == 0
+        words = rng.choice(rude if abusive and rng.random() < 0.8 else kind, size=2)
+        lines.append(f"{' '.join(words)} {i},{'offensive' if abusive else 'non-offensive'},x,(test),DZ")
+    _arabizi(tmp_path, "\n".join(lines) + "\n")
+    (tmp_path / "tunizi").mkdir()
+    (tmp_path / "tunizi" / "TUNIZI-Dataset.txt").write_text("".join(f"1;sa7a ftourkom {i}\n" for i in range(100)))
+    model, report = romanized_train.fit_ngram_head(tmp_path, "ar_latn")
+    assert report["dev_neg_fp"] <= romanized_train.NGRAM_NEG_FP_MAX and report["dev_recall"] > 0.5
+    assert report["dev_benign_fp"] is not None and set(report["dev_recall_at_neg_fp"]) == {"0.05", "0.10", "0.20"}
+    again, _ = romanized_train.fit_ngram_head(tmp_path, "ar_latn")
+    model.save(tmp_path / "a.npz")
+    again.save(tmp_path / "b.npz")
+    assert sha256_file(tmp_path / "a.npz") == sha256_file(tmp_path / "b.npz")  # a refit writes the same bytes
+    d = _bundle(tmp_path / "bundle")
+    manifest = romanized_train.train_ngram_heads(tmp_path, d, ("ar_latn",))
+    assert manifest["artifacts"][ngram_file("ar_latn")]["combine"] == "alone"
+    assert manifest["version"] == "v-test+ngram-ar_latn" and {"arabizi_off", "tunizi"} <= set(manifest["datasets"])
+    assert romanized_train.train_ngram_heads(tmp_path, d, ("ar_latn",))["version"] == "v-test+ngram-ar_latn"
+    heads = E5Heads.load(tmp_path / "bundle")
+    assert heads is not None and heads.ngram_alone == {"ar_latn"}

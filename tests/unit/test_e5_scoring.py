@@ -70,9 +70,9 @@ def test_each_language_head_ranks_abuse_above_its_benign_twin(stage) -> None:  #
 
 def test_romanized_text_is_detected_and_english_is_not(stage) -> None:  # type: ignore[no-untyped-def]
     """The routers are strict (dev: 99.5 % / 99.4 % / 97.4 % of hi_latn / ru_latn / ar_latn rows routed, 0.34 % /
-    0.17 % / 0.25 % of English posts). The romanized heads behind them are weak (held-out recall 0.36 Hinglish, 0.60 Russian in Latin letters, and everyday
-    romanized Russian flagged: "ty khoroshiy drug, zakhodi, chay gotov" 0.61; docs/text-moderation.md): their
-    figures are the docs' table, not asserted per sentence here."""
+    0.17 % / 0.25 % of English posts). The models behind them recall 0.67 (Hinglish), 0.60 (Russian in Latin letters)
+    and 0.49 (Arabizi) of the held-out abuse, and everyday romanized Russian is flagged ("ty khoroshiy drug, zakhodi,
+    chay gotov" 0.61; docs/text-moderation.md): their figures are the docs' table, not asserted per sentence here."""
     if not stage.heads.router.models:
         pytest.skip("this bundle has no romanized-script routers (rtaudit text train-e5 fits them)")
     for lang, pairs in ROMAN_PAIRS.items():
@@ -103,11 +103,12 @@ ARABIZI = [("ya 9lil l7ya, rou7 t9awed", "kifak ya 5ayye, chou 3am ta3mel lyom?"
            ("ya hmar, nta wa7ed kelb w wld l7ram", "mabrouk 3lik l5edma jdida ya sa7bi")]
 
 
-def test_arabizi_is_routed_to_its_head_and_an_insult_scores_higher_than_before() -> None:
-    """Before the ar_latn router, an Arabizi insult stayed on the English model (0.03 and 0.17); the router sends it
-    to the ar_latn head and its character n-gram model (the larger wins), max'ed with its English scores (2026-12-05:
-    0.50 and 0.80). Recall is still low (held-out 0.41, docs/text-moderation.md) and everyday Arabizi is lifted too
-    ("mabrouk 3lik l5edma jdida ya sa7bi" 0.20 → 0.46)."""
+def test_arabizi_is_routed_to_its_model_and_an_insult_scores_higher_than_before() -> None:
+    """Before the ar_latn router, an Arabizi insult stayed on the English model (0.02 and 0.11); the router sends it to
+    the ar_latn character n-gram model (alone: the e5 head flagged 23 % of TUNIZI's positive dev comments), max'ed
+    with its English scores (2026-12-06: 0.50 and 0.83). Recall is still below the 0.6 target (held-out 0.49,
+    docs/text-moderation.md); everyday Arabizi keeps its English score ("mabrouk 3lik l5edma jdida ya sa7bi" 0.20;
+    the e5 head had lifted it to 0.46)."""
     from rtaudit.engine.text.scoring import TextScorer
 
     scorer = TextScorer(prefer_gpu=False, intra_op_threads=1)
@@ -124,6 +125,25 @@ def test_arabizi_is_routed_to_its_head_and_an_insult_scores_higher_than_before()
     assert after[2] >= 0.5 and max(after[1::2]) < 0.5, after
     head = sem.score([view(a) for a, _ in ARABIZI[:1]] + [view(b) for _, b in ARABIZI[:1]], ["ar_latn"] * 2)
     assert head[0] > head[1], head
+
+
+def test_hinglish_insults_are_flagged_through_the_scorer_and_everyday_hinglish_is_not() -> None:
+    """Before the hi_latn router a Hinglish insult stayed on the English model (0.04 and 0.02); the hi_latn character
+    n-gram model (alone) scores them 0.94 and 0.94 (2026-12-06), everyday Hinglish stays at 0.10-0.14 (held-out
+    recall 0.67 at 17 % FP on the sets' non-abusive rows, docs/text-moderation.md)."""
+    from rtaudit.engine.text.scoring import TextScorer
+
+    scorer = TextScorer(prefer_gpu=False, intra_op_threads=1)
+    sem = scorer.semantic
+    assert sem is not None
+    if "hi_latn" not in sem.heads.ngram:
+        pytest.skip("this bundle has no Hinglish n-gram model (rtaudit text train-e5 --ngram-only fits it)")
+    pairs = ROMAN_PAIRS["hi_latn"]
+    abusive = [r.scores["offensive"] for r in scorer.score([a for a, _ in pairs], evidence=False)]
+    benign = [r.scores["offensive"] for r in scorer.score([b for _, b in pairs], evidence=False)]
+    assert min(abusive) >= 0.5 and max(benign) < 0.5, (abusive, benign)
+    scorer.semantic = None
+    assert max(r.scores["offensive"] for r in scorer.score([a for a, _ in pairs], evidence=False)) < 0.5
 
 
 #: (abusive, benign) pairs in languages no model is fitted for, written for these tests: before the e5 stage the
