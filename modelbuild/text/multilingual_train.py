@@ -147,7 +147,8 @@ def train_language(root: Path, lang: str) -> tuple[CharNgramModel, dict]:
     """
     from rtaudit.modelbuild.text.multilingual_negatives import negatives
     from rtaudit.engine.text.normalize import normalize
-    from rtaudit.engine.text.scoring import detection_view, route_normalized
+    from rtaudit.engine.text.normalize import detection_view
+    from rtaudit.engine.text.scoring import route_normalized
     from rtaudit.modelbuild.text.training_data import balanced_weights
 
     from rtaudit.modelbuild.text.benign_multilingual import benign

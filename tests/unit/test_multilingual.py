@@ -254,3 +254,31 @@ def test_detection_view_folds_look_alikes_and_keeps_what_lingua_reads() -> None:
     for text in ("No sé qué hacer, mañana voy a la playa.", "Я не знаю, что буду делать завтра.",
                  "Ich weiß nicht", "Γειά σου, τι κάνεις;", "لا أعرف ماذا سأفعل غدا."):
         assert detection_view(text) == text
+
+
+def test_the_held_out_table_scores_the_published_text_not_the_normalized_one(tmp_path, monkeypatch):
+    """Normalization spells emoji as English names; fed that, lingua routes Portuguese tweets to English. The
+    table must score what a producer sends (``Row.raw``), and ``load`` must keep it."""
+    from types import SimpleNamespace
+
+    from rtaudit.modelbuild.text import multilingual_train as MT
+
+    src = next(s for s in MD.SOURCES if s.name == "hatebr")
+    monkeypatch.setattr(MD, "SOURCES", (src,))
+    (tmp_path / src.name).mkdir()
+    (tmp_path / src.name / "HateBR.csv").write_text(
+        "id,comentario,anotator1,anotator2,anotator3,label_final,links_post,account_post\n"
+        "1,Que vergonha 🤣🤣,1,1,1,1,x,y\n", encoding="utf-8")
+    (row,) = [r for r in MD.load(tmp_path, "pt") if r.source == "hatebr"]
+    assert row.raw == "Que vergonha 🤣🤣" and "🤣" not in row.text and row.text != row.raw
+
+    seen: list[str] = []
+
+    class Recorder:
+        def score(self, texts, evidence=True):
+            seen.extend(texts)
+            return [SimpleNamespace(scores={"offensive": 0.9}, language="pt") for _ in texts]
+
+    test_row = MD.Row("hatebr", "pt", row.text, 1, "test", row.raw)
+    (report,) = MT.test_report(Recorder(), tmp_path, languages=("pt",), rows_of=lambda lang: [test_row])
+    assert row.raw in seen and row.text not in seen and report.recall == 1.0
