@@ -49,16 +49,24 @@ class Router:
     media_policy: MediaPolicy
     stages: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(DEFAULT_STAGES))
 
+    @staticmethod
+    def created_ms(req: AuditRequest, now_ms: int) -> int:
+        """When the request was made, epoch ms, as the fleet counts it: the producer's ``created_at_ms``, or
+        ``now_ms`` (when the router first read it) where the producer's clock runs ahead of the router's. A
+        request cannot be made in the future: a clock ahead would give a negative latency and, with the
+        tenant's SLO, a later deadline."""
+        return min(req.created_at_ms, now_ms)
+
     def deadline_ms(self, req: AuditRequest, now_ms: int) -> int:
         """The request's absolute deadline, epoch ms: its own ``deadline_ms``, else
-        ``created_at_ms`` + its ``slo_ms`` or its tenant's, capped at ``now_ms`` +
+        :meth:`created_ms` + its ``slo_ms`` or its tenant's, capped at ``now_ms`` +
         :data:`MAX_DEADLINE_AHEAD_MS` (``now_ms``: when the router first read it). Decided once
         per request: the router's quota hold and :meth:`plan` use the same value."""
         if req.deadline_ms is not None:
             requested = req.deadline_ms
         else:
             slo = req.slo_ms if req.slo_ms is not None else self.policies.for_tenant(req.tenant_id).slo_ms
-            requested = req.created_at_ms + slo
+            requested = self.created_ms(req, now_ms) + slo
         return min(requested, now_ms + MAX_DEADLINE_AHEAD_MS)
 
     def lane(self, req: AuditRequest) -> Lane:
@@ -81,7 +89,7 @@ class Router:
         lane = lane or self.lane(req)
         common = dict(
             request_id=req.request_id, tenant_id=req.tenant_id, lane=lane,
-            created_at_ms=req.created_at_ms, deadline_ms=deadline, routed_at_ms=now_ms,
+            created_at_ms=self.created_ms(req, now_ms), deadline_ms=deadline, routed_at_ms=now_ms,
         )
         tasks: list[ModalityTask] = []
         expected: list[str] = []
@@ -99,7 +107,7 @@ class Router:
         for task in tasks:
             expected += [f"{stage}/{task.part}" for stage in self.stages.get(task.modality, ())]
         manifest = Manifest(
-            request_id=req.request_id, tenant_id=req.tenant_id, created_at_ms=req.created_at_ms,
+            request_id=req.request_id, tenant_id=req.tenant_id, created_at_ms=self.created_ms(req, now_ms),
             deadline_ms=deadline, lane=lane, expected=expected, skipped=skipped,
         )
         return RoutePlan(tasks, manifest)

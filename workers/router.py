@@ -70,7 +70,7 @@ def rejection_manifest(raw: bytes, error: AuditError, key: bytes | None = None) 
     now = now_ms()
     return Manifest(  # fields are contract-valid: readable_fields validated each
         request_id=fields["request_id"], tenant_id=fields.get("tenant_id", "unknown"),
-        created_at_ms=fields.get("created_at_ms", now), deadline_ms=now,
+        created_at_ms=min(fields.get("created_at_ms", now), now), deadline_ms=now,  # a clock ahead: see Router.created_ms
         rejection=error.message[:500], rejection_code=str(error.code),
     )
 

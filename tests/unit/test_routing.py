@@ -114,3 +114,16 @@ def test_plan_rejects_a_disallowed_uri(tmp_path):
         allowed.plan(audit_request(media=[good, bad]), NOW_MS)
     with pytest.raises(URINotAllowed):
         allowed.plan(audit_request(media=[MediaItem(type="audio", uri="https://elsewhere.example/a.wav")]), NOW_MS)
+
+
+def test_a_producer_clock_ahead_buys_no_time_and_no_negative_latency():
+    """A request stamped 30 s (or 11 days) in the future is counted as made when the router read it: its deadline
+    is that time plus the SLO, and its manifest (the verdict's ``created_at_ms`` and latency) says so."""
+    for ahead in (30_000, 1_000_000_000):
+        req = audit_request(tenant_id="acme", created_at_ms=NOW_MS + ahead)
+        assert router().deadline_ms(req, NOW_MS) == NOW_MS + 10_000
+        plan = router().plan(req, NOW_MS)
+        assert plan.manifest.created_at_ms == NOW_MS and plan.manifest.deadline_ms == NOW_MS + 10_000
+        assert all(t.created_at_ms == NOW_MS for t in plan.tasks)
+    behind = audit_request(tenant_id="acme", created_at_ms=NOW_MS - 400)
+    assert router().plan(behind, NOW_MS).manifest.created_at_ms == NOW_MS - 400  # a clock behind is kept
