@@ -3,8 +3,8 @@ reasons whole) and ``verdicts`` (follow audit.verdicts); registered on the app b
 
 from __future__ import annotations
 
+import time
 from collections import Counter
-
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Optional
 
@@ -93,6 +93,18 @@ def reason_lines(v: "Verdict", width: int | None = None) -> list[str]:
         reason, width, initial_indent="  reason: ", subsequent_indent=" " * 10, break_long_words=True, break_on_hyphens=False)]
 
 
+def earlier_verdict_lines(v: "Verdict", sent_ms: dict[str, int]) -> list[str]:
+    """A note when ``v`` was decided before its request was sent now (``sent_ms``: request id → the
+    ``created_at_ms`` this submit stamped): the id was judged already, and the fleet keeps the first verdict of an
+    id (replay protection), so the content just sent was not judged; ``[]`` otherwise."""
+    sent = sent_ms.get(v.request_id)
+    if sent is None or v.decided_at_ms >= sent:
+        return []
+    at = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(v.decided_at_ms / 1000))
+    return [f"    note: this is the verdict of an earlier request with id {v.request_id!r} (decided {at}); an id is "
+            "judged once, so what you sent now was not judged: send new content under a new request_id"]
+
+
 def _requests(s: Settings, paths: list[Path], uris: list[str], tenant: str, extra: dict[str, str]) -> list[AuditRequest]:
     """The requests of ``--uri`` values and files; a bad one exits 2 with one line naming it (a ``.jsonl``
     file: a line per bad line of it, :class:`rtaudit.workers.client.BadLines`)."""
@@ -174,9 +186,11 @@ def submit(
         except DeliveryError as exc:
             raise _fail(f"{exc}: {'is `rtaudit up` still running?' if s.bootstrap_servers is None else 'check the broker'}") from None
         if reader is not None:
+            sent_ms = {r.request_id: r.created_at_ms for r in requests}
             try:
                 reader.wait_all({r.request_id for r in requests}, wait,
-                                on_record=lambda v, a: print("\n".join([verdict_line(v, a), *reason_lines(v)]), flush=True))
+                                on_record=lambda v, a: print("\n".join([verdict_line(v, a), *reason_lines(v),
+                                                                        *earlier_verdict_lines(v, sent_ms)]), flush=True))
             except VerdictTimeout as exc:
                 raise _fail(f"{exc}: {_missing_hint(s)}") from None
     finally:

@@ -252,3 +252,21 @@ def test_reasons_are_printed_whole_and_wrapped_to_the_width():
     assert [line for line in lines if line.startswith("  reason: ")] == [
         lines[0], "  reason: incomplete: policy on_incomplete=review"]
     assert "".join(line[10:] for line in lines[:-1]).replace(" ", "") == reasons[0].replace(" ", "")
+
+
+def test_submit_says_when_the_verdict_is_an_earlier_requests():
+    """Re-using a decided request_id returns its first verdict (replay protection): submit says so instead of
+    showing the old verdict as the judgement of the new content."""
+    from rtaudit.cli.client import earlier_verdict_lines
+    from rtaudit.schemas.messages import Verdict
+
+    def verdict(decided: int) -> Verdict:
+        return Verdict(request_id="edit-1", tenant_id="acme", decision="allow", complete=True, categories={}, reasons=[],
+                       policy_version="p1", created_at_ms=decided - 5, deadline_ms=decided + 100, decided_at_ms=decided,
+                       latency_ms=5)
+
+    sent = {"edit-1": 1_700_000_000_000}
+    (note,) = earlier_verdict_lines(verdict(sent["edit-1"] - 60_000), sent)
+    assert "earlier request" in note and "'edit-1'" in note and "new request_id" in note
+    assert earlier_verdict_lines(verdict(sent["edit-1"] + 80), sent) == []
+    assert earlier_verdict_lines(verdict(sent["edit-1"] - 60_000), {}) == []
