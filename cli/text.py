@@ -228,7 +228,7 @@ def cascade_table(data: Path, out: Console | MarkdownConsole, max_rows: int | No
 
 def eval_text(
     data: DataOpt = DEFAULT_DATA,
-    quick: Annotated[bool, typer.Option("--quick", help="fixed samples; under a minute")] = False,
+    quick: Annotated[bool, typer.Option("--quick", help="fixed samples of each section (the sections still run: minutes on 2 busy cores)")] = False,
     max_rows: Annotated[Optional[int], typer.Option(min=1, help="cap each dev split at its first N rows (seeded hash order)")] = None,
     functional: Annotated[bool, typer.Option("--functional", help="only the functional suite (our own cases: "
                                              "needs no --data)")] = False,

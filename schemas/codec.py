@@ -23,6 +23,15 @@ _tenant_id: TypeAdapter[Any] = TypeAdapter(TenantId)
 _epoch_ms: TypeAdapter[Any] = TypeAdapter(EpochMs)
 
 
+def valid_tenant_id(value: str) -> bool:
+    """Whether ``value`` is a tenant id a request can carry (:data:`~rtaudit.schemas.messages.TenantId`)."""
+    try:
+        _tenant_id.validate_python(value)
+    except ValidationError:
+        return False
+    return True
+
+
 def encode(message: BaseModel) -> bytes:
     """Serialize a contract model to compact UTF-8 JSON bytes (``None`` fields dropped).
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from rtaudit.engine.frames import SamplingParams
 from rtaudit.engine.isolation import Isolated
@@ -40,6 +40,14 @@ class TimedMediaSettings(BaseModel):
     max_frames_animation: int = Field(default=12, ge=1, le=1000)
     isolate_decoding: bool = True
     decode_timeout_s: float = Field(default=60.0, gt=0)
+
+    @model_validator(mode="after")
+    def _durations_leave_room(self) -> "TimedMediaSettings":
+        """Refuse ``min_duration_s`` at or above ``max_duration_s`` (every audio would be refused). Raises ValueError."""
+        if self.min_duration_s >= self.max_duration_s:
+            raise ValueError(f"av.min_duration_s = {self.min_duration_s:g} is not below av.max_duration_s = "
+                             f"{self.max_duration_s:g}: every audio and video would be refused")
+        return self
 
     def decoder(self, *preload: str) -> Isolated | None:
         """The child-process decoder of an audio or video worker (``None`` when not isolating)."""

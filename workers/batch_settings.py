@@ -102,6 +102,25 @@ class BatchSettings(BaseModel):
 
     @model_validator(mode="after")
     def _valid_per_stage(self) -> "BatchSettings":
+        """Refuse what would be silently ignored or clamped: a per-stage size of a stage with no batcher (a
+        misspelt ``txt``), an explicit ``min_size`` above the same stage's explicit ``max_size``
+        and an explicit ``window_ms`` above an explicit ``max_window_ms``; then build every stage's
+        :class:`BatcherConfig`. Raises ValueError naming the key."""
+        import difflib
+
+        for key, sizes in (("max_size", self.max_size), ("min_size", self.min_size)):
+            for stage in sizes:
+                if stage not in BATCH_STAGES:
+                    close = difflib.get_close_matches(stage, BATCH_STAGES, n=1)
+                    raise ValueError(f"batch.{key} names stage {stage!r}, which has no batcher: "
+                                     + (f"did you mean {close[0]!r}?" if close else f"one of {', '.join(BATCH_STAGES)}"))
+        for stage in set(self.max_size) & set(self.min_size):
+            if self.min_size[stage] > self.max_size[stage]:
+                raise ValueError(f"batch.min_size.{stage} = {self.min_size[stage]} is above batch.max_size.{stage} = "
+                                 f"{self.max_size[stage]}")
+        if self.window_ms is not None and self.max_window_ms is not None and self.window_ms > self.max_window_ms:
+            raise ValueError(f"batch.window_ms = {self.window_ms:g} is above batch.max_window_ms = {self.max_window_ms:g} "
+                             "(the window grows from window_ms at no lag to max_window_ms under lag)")
         for stage in BATCH_STAGES:
             self.config(stage)  # raises ValueError naming the bad combination
         return self

@@ -182,6 +182,18 @@ class Settings(BaseSettings):
         return (init_settings, _EnvSource(settings_cls))
 
     @model_validator(mode="after")
+    def _tenant_ids_are_valid(self) -> "Settings":
+        """Refuse a ``[tenants.<id>]`` table whose id no request could carry (the request schema's ``TenantId``:
+        1-64 of ``A-Za-z0-9._-``): its policy would never apply. Raises ValueError naming the id."""
+        from rtaudit.schemas.codec import valid_tenant_id
+
+        for tenant in self.tenants:
+            if not valid_tenant_id(tenant):
+                raise ValueError(f"tenants.{tenant!r}: not a tenant id a request can carry (1-64 characters of "
+                                 "A-Z a-z 0-9 . _ -), so its policy would never apply")
+        return self
+
+    @model_validator(mode="after")
     def _policies_can_flag(self) -> "Settings":
         """Refuse a policy with a threshold for a category no stage scores (a misspelt category
         never flags) or with none for any category of a stage (that stage's inputs are all

@@ -65,3 +65,24 @@ def test_inference_threads_leave_a_core_unless_set(monkeypatch):
     assert Settings().model_threads() == 1  # never 0: that would mean "onnxruntime decides" again
     monkeypatch.setenv("RTAUDIT_INFERENCE_THREADS", "3")
     assert load_settings().model_threads() == 3
+
+
+@pytest.mark.parametrize("toml, message", [
+    ("[batch]\nmax_size = { txt = 4 }\n", "stage 'txt', which has no batcher: did you mean 'text'"),
+    ("[batch]\nmax_size = { text = 8 }\nmin_size = { text = 32 }\n", "batch.min_size.text = 32 is above batch.max_size.text = 8"),
+    ("[batch]\nwindow_ms = 100\nmax_window_ms = 5\n", "batch.window_ms = 100 is above batch.max_window_ms = 5"),
+    ("[av]\nmin_duration_s = 10\nmax_duration_s = 1\n", "av.min_duration_s = 10 is not below av.max_duration_s = 1"),
+    ('[tenants."bad tenant!"]\nslo_ms = 500\n', "not a tenant id a request can carry"),
+])
+def test_settings_that_would_be_ignored_or_clamped_silently_are_refused(tmp_path, toml, message):
+    """Found by a fresh user: each of these was accepted and then ignored, clamped, or refused every input."""
+    path = tmp_path / "rtaudit.toml"
+    path.write_text(toml)
+    with pytest.raises(SettingsError, match=message):
+        load_settings(path)
+
+
+def test_one_explicit_window_still_follows_the_profile():
+    """Only two explicit, contradictory values are refused: a max window below the profile's window still clamps."""
+    assert Settings(batch={"max_window_ms": 5}).batch.config("text").window_ceiling_ms >= 5
+    assert Settings(tenants={"acme.eu-1_x": {}}).tenants
