@@ -295,6 +295,7 @@ OTHER_ENV_VARS = frozenset({
     "RTAUDIT_REQUIRE_SHARED_DATA",  # tests: a missing ../shared is a failure (tests/conftest.py)
     "RTAUDIT_REQUIRE_SAFETY_DATA",  # tests: missing threat/self-harm sets are a failure (tests/conftest.py)
     "RTAUDIT_REQUIRE_MULTILINGUAL_DATA",  # tests: missing per-language sets are a failure (tests/conftest.py)
+    "RTAUDIT_CI_STEP_TIMEOUT_S",  # CI: the wall-clock cap of each step (.ci/run)
 })
 ENV_PREFIX = "RTAUDIT_"
 ENV_NESTED = "__"

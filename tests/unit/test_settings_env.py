@@ -117,3 +117,13 @@ def test_rtaudit_toml_lists_every_settings_key():
 def test_rtaudit_toml_is_valid_and_loads():
     tomllib.loads(TOML.read_text())
     load_settings(TOML)
+
+
+def test_every_rtaudit_variable_the_project_reads_passes_the_environment_check():
+    """A variable that CI, the Makefile or the test harness reads (``RTAUDIT_CI_STEP_TIMEOUT_S``) must not be
+    refused as a typo by the workers it starts: it once failed CI's install step when exported."""
+    repo = Path(__file__).resolve().parents[2]
+    texts = [(repo / p).read_text() for p in (".ci/run", "Makefile", "tests/conftest.py")]
+    names = {m for t in texts for m in re.findall(r"RTAUDIT_[A-Z_]+[A-Z]", t)}
+    assert "RTAUDIT_CI_STEP_TIMEOUT_S" in names
+    check_environment({name: "1" for name in names})  # raises SettingsError on one it does not know
