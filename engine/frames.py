@@ -141,12 +141,14 @@ def animation_frames(data: bytes, params: SamplingParams, *, max_pixels: int) ->
         MediaUndecodable: not an image Pillow reads, or a frame that does not decode.
         MediaTooLarge: a frame over ``max_pixels`` pixels.
     """
+    what = "image"  # until the frame count is read, a still image is as likely: the messages say "image"
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data)) as img:
                 if getattr(img, "n_frames", 1) <= 1:
                     return None
+                what = "animation"
                 width, height = img.size
                 if width * height > max_pixels:
                     raise MediaTooLarge(f"animation is {width}x{height} pixels, limit {max_pixels} pixels")
@@ -154,11 +156,13 @@ def animation_frames(data: bytes, params: SamplingParams, *, max_pixels: int) ->
     except (MediaTooLarge, MediaUndecodable):
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise MediaTooLarge(f"animation is over the pixel limit (Pillow: {exc})") from None
+        # Pillow refuses these in Image.open, before the header check above could name our limit
+        raise MediaTooLarge(f"{what} is over the limit of {max_pixels} pixels (Pillow: {exc})") from None
     except UnidentifiedImageError:
         raise MediaUndecodable(f"not an image format Pillow can read ({len(data)} bytes)") from None
     except Exception as exc:  # Pillow raises OSError, EOFError, ValueError... on corrupt frames
-        raise MediaUndecodable(f"animation frame does not decode ({len(data)} bytes): {describe(exc)}") from None
+        thing = "animation frame" if what == "animation" else "image"
+        raise MediaUndecodable(f"{thing} does not decode ({len(data)} bytes): {describe(exc)}") from None
 
 
 def _sample_animation(img: Image.Image, params: SamplingParams) -> Iterator[Frame]:

@@ -102,3 +102,20 @@ def test_nudenet_sees_every_sampled_frame():
     assert isinstance(prepared, FrameSet) and [t.frame for t in prepared.images] == [0, 2, 3]
     out = stage.infer([prepared])[0]
     assert set(out.scores) == {"sexual", "suggestive"} and max(out.scores.values()) < 0.5
+
+
+def test_a_still_image_that_fails_is_not_called_an_animation():
+    """Pillow refuses a decompression bomb before the frame count is read: a still one is named an image, with the
+    configured pixel limit, not an animation with Pillow's number alone."""
+    import warnings
+
+    from PIL import Image
+
+    from rtaudit.schemas.errors import MediaTooLarge
+
+    params = SamplingParams(interval_s=1.0, scene_threshold=0.05, max_frames=4)
+    bomb = io.BytesIO()
+    Image.new("1", (12_000, 12_000)).save(bomb, format="PNG")  # 144 Mpx: over Pillow's bomb limit, a small file
+    with warnings.catch_warnings(), pytest.raises(MediaTooLarge) as large:
+        animation_frames(bomb.getvalue(), params, max_pixels=40_000_000)
+    assert str(large.value).startswith("image is over the limit of 40000000 pixels")
