@@ -67,8 +67,8 @@ def test_top_fits_80_and_160_columns_with_one_line_per_worker(broker_settings: S
         workers = [p.worker_id for p in planes]
         svg = tmp_path / "top.svg"
         for columns, headers in ((80, ("worker", "rec/s", "lag", "P99", "err/s", "health")),
-                                 (160, ("role", "worker", "rec/s", "lag", "batch", "window ms", "P50 ms", "P99 ms", "err/s",
-                                        "versions", "drift", "health"))):
+                                 (160, ("worker", "rec/s", "lag", "batch", "window ms", "P50 ms", "P99 ms", "err/s",
+                                        "versions", "drift", "last seen", "health"))):  # role: the worker id's prefix
             lines = run_top(s, tmp_path, columns, "--svg", str(svg))
             shot = svg.read_text(encoding="utf-8")  # the screenshot holds the same table
             assert shot.startswith("<svg") and "rtaudit top" in svg_text(shot), shot[:200]
