@@ -176,8 +176,12 @@ DATA_PROVENANCE = {
                            "positive and negated statements about groups as hate; docs/text-moderation.md, 'DynaHate')",
                  "model_selection": "-",
                  "reported_only": "official test: hate P/R and non-hateful statements read as hate, rtaudit eval"},
-    "contrasts": _written("modelbuild/text/contrasts.py", "figurative uses of violent words", "violence 0",
-                          "- (none is in the benign list, the functional suite or the probes)"),
+    "contrasts": _written("modelbuild/text/contrasts.py", "figurative uses of violent words (idioms of sport, "
+                          "performance, food and games among them)", "violence 0",
+                          "- (none is in the benign list, the functional suite, the probes or safety_benign)"),
+    "support_contrasts": _written("modelbuild/text/contrasts.py (SUPPORT)", "texts about suicide and self-harm that "
+                                  "support, inform or recover, with no intent, ideation or encouragement",
+                                  "self-harm 0", "- (modelbuild/text/safety_benign.py holds other wordings, never fitted)"),
     "context_contrasts": _written("modelbuild/text/context_contrasts.py", "insults, group derogation and threats negated, "
                                   "condemned or reported, each family with its direct form in the same words "
                                   "(counterfactually augmented data)",
