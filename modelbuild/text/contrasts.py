@@ -13,12 +13,69 @@ or the probes of :data:`rtaudit.modelbuild.text.evaluation.PROBES` (a unit test 
 sense is written differently from the probes' controls, so the probes measure generalisation to
 new wordings. No threat or self-harm positive is written here: every positive comes from a public set.
 
-:data:`SUPPORT` holds texts about suicide and self-harm that are neither: support, help-seeking for someone else,
-awareness, news and recovery (negatives of ``self-harm`` only). The held-out sentences that measure both lists are
-:mod:`rtaudit.modelbuild.text.safety_benign`, in other words and frames, never fitted.
+The held-out sentences that measure them are :mod:`rtaudit.modelbuild.text.safety_benign`, in other words and
+frames, never fitted. Texts that support, inform or recover about suicide were written as ``self-harm`` negatives and
+measured, and are not fitted: they cost the suicidal goodbye note (docs/text-moderation.md, "Idioms and help texts").
 """
 
 from __future__ import annotations
+
+#: violent words in idioms of sport, performance, food, games and killing time (part of :data:`CONTRASTS`, negatives
+#: of ``violence``).
+IDIOMS: tuple[str, ...] = (
+    # sport and training: doing well, scoring, playing ball
+    "We killed it at the tournament this weekend.",
+    "She's been crushing her workouts all month.",
+    "Time to crush leg day, see you at the rack.",
+    "I smashed my 5k time this morning.",
+    "Go destroy your personal best at the race on Sunday!",
+    "Let's shoot some baskets before dinner.",
+    "Want to shoot hoops at the park on Saturday?",
+    "The striker shot from thirty yards and scored.",
+    "He shot a 72 on the back nine yesterday.",
+    "We got murdered in the second half and lost four nil.",
+    "Our team slaughtered them in the cup final.",
+    "He knocked it out of the park with that last pitch.",
+    "Kill it at your swim meet tomorrow!",
+    "Let's go kill it at practice this afternoon.",
+    "We shot some hoops in the driveway until it got dark.",
+    "Shooting hoops with my cousins after class.",
+    "Let's shoot a few rounds of basketball at lunch.",
+    # performance, exams and work: doing very well
+    "The drummer killed it at the open mic last night.",
+    "You're going to slay that interview tomorrow.",
+    "Go knock 'em dead at your recital!",
+    "The comedian absolutely murdered the crowd tonight.",
+    "Our choir slayed the final number.",
+    "She crushed the job interview and got an offer the same day.",
+    "I'm going to destroy this exam on Friday, I've studied for weeks.",
+    "He smashed his sales target this quarter.",
+    "We're killing it with the new product launch.",
+    "Let's crush this deadline, team.",
+    # food: eating with gusto, craving
+    "I'm about to murder this plate of nachos.",
+    "We totally destroyed that large pizza in ten minutes.",
+    "I could kill for a cup of coffee right now.",
+    "I'm going to smash a whole burrito after practice.",
+    "He slays a bowl of ramen in under five minutes.",
+    "I'm going to murder this sandwich, I skipped lunch.",
+    "Gonna murder a big bowl of pasta tonight.",
+    "I'm going to kill this steak, it smells amazing.",
+    "Going to destroy this cheeseburger in about two bites.",
+    # games: violence inside a game, between players
+    "I got killed by a sniper in the last round, so annoying.",
+    "Got a triple kill in the last match, best game ever.",
+    "I keep dying on the same boss level.",
+    "He killed the final boss on his first try.",
+    "Respawn and go kill the dragon again, it drops better loot.",
+    "We destroyed the other team in ranked tonight.",
+    "Want to play a shooter game online later?",
+    "My squad got wiped out in the final circle.",
+    # killing time
+    "Just killing time at the airport until boarding.",
+    "Killing an hour at the bookshop before my train.",
+    "Anything good to watch? I need to kill a couple of hours.",
+)
 
 #: figurative or everyday uses of violent words: none is a threat or about self-harm.
 CONTRASTS: tuple[str, ...] = (
@@ -119,86 +176,4 @@ CONTRASTS: tuple[str, ...] = (
     "I can't go on like this without coffee.",
     "My plants are dying, what am I doing wrong?",
     "I want to end this chapter of my life and start a new job.",
-    # sport and training: doing well, scoring, playing ball
-    "We killed it at the tournament this weekend.",
-    "She's been crushing her workouts all month.",
-    "Time to crush leg day, see you at the rack.",
-    "I smashed my 5k time this morning.",
-    "Go destroy your personal best at the race on Sunday!",
-    "Let's shoot some baskets before dinner.",
-    "Want to shoot hoops at the park on Saturday?",
-    "The striker shot from thirty yards and scored.",
-    "He shot a 72 on the back nine yesterday.",
-    "We got murdered in the second half and lost four nil.",
-    "Our team slaughtered them in the cup final.",
-    "He knocked it out of the park with that last pitch.",
-    # performance, exams and work: doing very well
-    "The drummer killed it at the open mic last night.",
-    "You're going to slay that interview tomorrow.",
-    "Go knock 'em dead at your recital!",
-    "The comedian absolutely murdered the crowd tonight.",
-    "Our choir slayed the final number.",
-    "She crushed the job interview and got an offer the same day.",
-    "I'm going to destroy this exam on Friday, I've studied for weeks.",
-    "He smashed his sales target this quarter.",
-    "We're killing it with the new product launch.",
-    "Let's crush this deadline, team.",
-    # food: eating with gusto, craving
-    "I'm about to murder this plate of nachos.",
-    "We totally destroyed that large pizza in ten minutes.",
-    "I could kill for a cup of coffee right now.",
-    "I'm going to smash a whole burrito after practice.",
-    "He slays a bowl of ramen in under five minutes.",
-    # games: violence inside a game, between players
-    "I got killed by a sniper in the last round, so annoying.",
-    "Got a triple kill in the last match, best game ever.",
-    "I keep dying on the same boss level.",
-    "He killed the final boss on his first try.",
-    "Respawn and go kill the dragon again, it drops better loot.",
-    "We destroyed the other team in ranked tonight.",
-    "Want to play a shooter game online later?",
-    "My squad got wiped out in the final circle.",
-    # killing time
-    "Just killing time at the airport until boarding.",
-    "Killing an hour at the bookshop before my train.",
-    "Anything good to watch? I need to kill a couple of hours.",
-)
-
-#: texts that speak of suicide or self-harm without intent, ideation or encouragement: support and help-seeking
-#: for someone else, awareness, prevention, news and research, recovery told in the past tense. Negatives of
-#: ``self-harm`` only (dataset ``support_contrasts``): the head's only texts about suicide were r/SuicideWatch
-#: posts, so the word itself carried the category ("If you are thinking about suicide please call a helpline" 0.97).
-SUPPORT: tuple[str, ...] = (
-    # support and help-seeking
-    "If you're having thoughts of suicide, please reach out to a crisis line tonight.",
-    "You are not alone. Talk to someone you trust if you are thinking of hurting yourself.",
-    "Call or text 988 if you or someone you know is in crisis.",
-    "Samaritans are there day and night for anyone who is struggling.",
-    "If a friend tells you they want to end their life, take it seriously and stay with them.",
-    "I'm worried my friend might be self-harming, how can I help her?",
-    "How do I support my brother after his suicide attempt?",
-    "Please save this number: the crisis line answers any time if you feel suicidal.",
-    "If you self-harm, you can talk to your doctor without being judged.",
-    "Our support group meets on Tuesdays for anyone affected by self-harm.",
-    # awareness, prevention, training
-    "Suicide prevention training is open to all staff next week.",
-    "September is Suicide Prevention Awareness Month.",
-    "Our school counsellor runs a workshop on the warning signs of suicide.",
-    "Talking openly about self-harm helps people get support sooner.",
-    "The charity trains volunteers to answer calls from people thinking about suicide.",
-    "Research shows that asking someone directly about suicide does not put the idea in their head.",
-    "Nurses learn how to assess self-harm risk in the emergency department.",
-    # news, research, culture, loss
-    "The report found that suicide rates among young men have fallen.",
-    "The documentary explores mental health and suicide in farming communities.",
-    "The novel deals with a family's grief after a parent's suicide.",
-    "We lost my uncle to suicide, and now we raise money for mental health charities.",
-    "Reporting guidelines ask journalists not to describe suicide methods.",
-    "The council installed barriers and signs with a helpline number on the bridge.",
-    # recovery, in the past tense
-    "Two years ago I attempted suicide; today I'm doing much better and grateful to be here.",
-    "I'm one year free from self-harm and proud of it.",
-    "Therapy helped me stop cutting, and life is so much better now.",
-    "I used to think about suicide a lot, but medication and support really helped.",
-    "Recovery from self-harm took time, but I got there with my family's help.",
-)
+) + IDIOMS

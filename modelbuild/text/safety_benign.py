@@ -2,8 +2,7 @@
 support, inform or recover, and historical or educational mentions of mass violence.
 
 Written for this project (no data set), like :mod:`rtaudit.modelbuild.text.benign`, and never fitted: they measure
-whether the written training contrasts (:data:`rtaudit.modelbuild.text.contrasts.CONTRASTS` and
-:data:`~rtaudit.modelbuild.text.contrasts.SUPPORT`) carry over to other words and frames (a unit test checks that no
+whether the written training contrasts (:data:`rtaudit.modelbuild.text.contrasts.CONTRASTS`) carry over to other words and frames (a unit test checks that no
 text here is a training contrast). No text here should be flagged by any category at the default ``review`` line.
 
 ``idiom``      violent words in sport, performance, food, games and everyday senses (``violence``)

@@ -40,15 +40,12 @@ def prose_passages(sentences: list[D.Example]) -> list[D.Example]:
 
 
 def contrast_examples() -> list[D.Example]:
-    """:data:`rtaudit.modelbuild.text.contrasts.CONTRASTS` as ``train`` rows, negative for ``violence`` (as
-    ``self-harm`` negatives, their self-directed hyperbole pulled "I want to die" from 0.55 to 0.20), then
-    :data:`~rtaudit.modelbuild.text.contrasts.SUPPORT` as ``train`` rows of dataset ``support_contrasts``, negative for
-    ``self-harm`` only (a (dataset, class) cell of their own: among the r/teenagers negatives they would weigh next
-    to nothing)."""
-    from rtaudit.modelbuild.text.contrasts import CONTRASTS, SUPPORT
+    """:data:`rtaudit.modelbuild.text.contrasts.CONTRASTS` (the idioms of sport, performance, food and games among them)
+    as ``train`` rows, negative for ``violence`` only (as ``self-harm`` negatives, their self-directed hyperbole
+    pulled "I want to die" from 0.55 to 0.20)."""
+    from rtaudit.modelbuild.text.contrasts import CONTRASTS
 
-    return ([D.Example(t, {"violence": 0}, "contrasts", "train", f"contrast:{i}") for i, t in enumerate(CONTRASTS)]
-            + [D.Example(t, {"self-harm": 0}, "support_contrasts", "train", f"support:{i}") for i, t in enumerate(SUPPORT)])
+    return [D.Example(t, {"violence": 0}, "contrasts", "train", f"contrast:{i}") for i, t in enumerate(CONTRASTS)]
 
 
 #: Fitzpatrick skin-tone modifiers: an emoji carrying one is the same emoji to the model (its name drops the tone)

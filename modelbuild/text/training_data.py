@@ -69,13 +69,17 @@ CONTEXT_CONTRAST_WEIGHT = 0.5
 #: 6.4 %, 0.42, dev macro-F1 within 0.006 of without; at 0.25 3.8 % / 7.7 %, 0.50, but "shoot me an email"
 #: crossed into ``violence`` with the safety weight at 0.25. A fine-tuned encoder (layers 4-5) with them at 1
 #: read no laughter as abuse but lost profane insults ("you fucking idiot" 0.20): not kept.
+#: factor on the written ``violence`` contrasts (:mod:`rtaudit.modelbuild.text.contrasts`, negatives only). At 1 the
+#: refit of 2026-12-06 left "I'm going to murder this burrito" at violence 0.52 (docs/text-moderation.md, "Idioms and
+#: help texts").
+SAFETY_CONTRAST_WEIGHT = 2.0
 _CONTEXT = {"context_contrasts": (CONTEXT_CONTRAST_WEIGHT, CONTEXT_CONTRAST_WEIGHT),
             "identity_statements": (1.0, 1.0)}
 DATASET_WEIGHT: dict[str, dict[str, tuple[float, float]]] = {
     "offensive": {"hatemoji_build": (0.5, 1.0), "chitchat": (1.0, 0.5), **_CONTEXT},
     "hate": {"hatemoji_build": (1.0, 1.0), "chitchat": (1.0, 0.5), **_CONTEXT},
     "targeted_insult": {"chitchat": (1.0, 0.5), **_CONTEXT},
-    "violence": {**_CONTEXT}}
+    "violence": {"contrasts": (1.0, SAFETY_CONTRAST_WEIGHT), **_CONTEXT}}
 #: Davidson train rows fitted: every hate row plus a hashed sample of the rest up to this many
 #: (CPU budget for embedding; Davidson is 77 % offensive and the other sets cover that class).
 DAVIDSON_TRAIN_CAP = 8000
@@ -179,9 +183,6 @@ DATA_PROVENANCE = {
     "contrasts": _written("modelbuild/text/contrasts.py", "figurative uses of violent words (idioms of sport, "
                           "performance, food and games among them)", "violence 0",
                           "- (none is in the benign list, the functional suite, the probes or safety_benign)"),
-    "support_contrasts": _written("modelbuild/text/contrasts.py (SUPPORT)", "texts about suicide and self-harm that "
-                                  "support, inform or recover, with no intent, ideation or encouragement",
-                                  "self-harm 0", "- (modelbuild/text/safety_benign.py holds other wordings, never fitted)"),
     "context_contrasts": _written("modelbuild/text/context_contrasts.py", "insults, group derogation and threats negated, "
                                   "condemned or reported, each family with its direct form in the same words "
                                   "(counterfactually augmented data)",

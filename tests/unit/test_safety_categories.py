@@ -103,43 +103,53 @@ def test_benign_controls_are_not_flagged_as_threats_or_self_harm(probe_scores, t
 
 def test_the_written_contrasts_are_in_no_evaluation_set():
     from rtaudit.modelbuild.text.benign import BENIGN_TEXTS
-    from rtaudit.modelbuild.text.contrasts import CONTRASTS, SUPPORT
+    from rtaudit.modelbuild.text.contrasts import CONTRASTS
     from rtaudit.modelbuild.text.evaluation import PROBES
     from rtaudit.modelbuild.text.functional import CASES
     from rtaudit.modelbuild.text.safety_benign import FRESH_USER, SAFETY_BENIGN_TEXTS
 
     held = {D.text_key(t) for t in (*BENIGN_TEXTS, *(c.text for c in CASES), *(t for t, _ in PROBES), *CONTROLS,
                                     *SAFETY_BENIGN_TEXTS, *FRESH_USER)}
-    written = (*CONTRASTS, *SUPPORT)
+    written = CONTRASTS
     assert not held & {D.text_key(t) for t in written}
     assert len(set(written)) == len(written)
     assert len(set(SAFETY_BENIGN_TEXTS)) == len(SAFETY_BENIGN_TEXTS)
 
 
-def test_the_support_contrasts_are_self_harm_negatives_of_their_own_dataset():
-    from rtaudit.modelbuild.text.contrasts import CONTRASTS, SUPPORT
+def test_the_written_contrasts_are_violence_negatives_only():
+    from rtaudit.modelbuild.text.contrasts import CONTRASTS, IDIOMS
     from rtaudit.modelbuild.text.safety_negatives import contrast_examples
 
     rows = contrast_examples()
-    assert [r.text for r in rows] == [*CONTRASTS, *SUPPORT]
-    assert all(r.labels == {"violence": 0} and r.dataset == "contrasts" for r in rows[:len(CONTRASTS)])
-    assert all(r.labels == {"self-harm": 0} and r.dataset == "support_contrasts" for r in rows[len(CONTRASTS):])
-    assert all(r.split == "train" for r in rows)
+    assert [r.text for r in rows] == list(CONTRASTS) and set(IDIOMS) <= set(CONTRASTS)
+    assert all(r.labels == {"violence": 0} and r.dataset == "contrasts" and r.split == "train" for r in rows)
 
 
-#: issue 39 item 4: a new user's idioms and a text that points to help, all sent to review before the refit of
-#: 2026-12-06 (violence 0.54, 0.55, 0.66; self-harm 0.97)
-FRESH_USER_ALLOWED = ["kill it at the gym", "let's shoot some hoops after school", "I'm going to murder this burrito",
-                      "If you are thinking about suicide please call a helpline"]
+#: issue 39 item 4: a new user's idioms, sent to review before the refit of `violence` on 2026-12-06 (0.54, 0.55, 0.66;
+#: after it 0.18, 0.15, 0.40)
+FRESH_USER_ALLOWED = ["kill it at the gym", "let's shoot some hoops after school", "I'm going to murder this burrito"]
+#: the text that points to help stays at review: `self-harm` was not refit with the written support texts, which
+#: brought it to 0.42 but the suicidal goodbye note of test_conversation.py under the line with it (0.67 -> 0.32)
+HELP_TEXT = "If you are thinking about suicide please call a helpline"
 
 
-def test_the_fresh_users_idioms_and_help_text_are_allowed(text_scorer):
+def test_the_fresh_users_idioms_are_allowed(text_scorer):
     from rtaudit.modelbuild.text.safety_benign import FRESH_USER
 
     assert set(FRESH_USER_ALLOWED) <= set(FRESH_USER)
     policy = TenantPolicy()
     for text, result in zip(FRESH_USER_ALLOWED, text_scorer.score(FRESH_USER_ALLOWED, evidence=False)):
         assert policy.decide(dict(result.scores), complete=True) == "allow", (text, result.scores)
+
+
+@pytest.mark.xfail(strict=True, reason="self-harm 0.97: the support texts were not fitted, they cost the suicidal goodbye "
+                   "note (docs/text-moderation.md, 'Idioms and help texts')")
+def test_the_fresh_users_help_text_is_allowed(text_scorer):
+    from rtaudit.modelbuild.text.safety_benign import FRESH_USER
+
+    assert HELP_TEXT in FRESH_USER
+    result = text_scorer.score([HELP_TEXT], evidence=False)[0]
+    assert TenantPolicy().decide(dict(result.scores), complete=True) == "allow", result.scores
 
 
 def _skeleton(text: str, words: set[str]) -> str:
