@@ -230,7 +230,7 @@ def load_chitchat(root: Path) -> list[Example]:
     """Every distinct message (with a letter) of the Chit-Chat corpus, labelled 0 for every category, split
     by hash of the text (train 65 % / dev 15 % / test 20 %, like the other safety sets: one text, one split).
 
-    Source: BYU PCC Chit-Chat corpus (MIT; ``training_data.DATA_PROVENANCE["chitchat"]``), ``dataset.json``
+    Source: BYU PCC Chit-Chat corpus (MIT; ``provenance.DATA_PROVENANCE["chitchat"]``), ``dataset.json``
     ``{conversation id: {"messages": [[{"text": str, ...}, ...] per turn]}}`` under ``root``.
 
     Raises:
@@ -278,7 +278,7 @@ def load_dynahate(root: Path) -> list[Example]:
     rest their contrasts: counter-speech, negation, quoting, identities in neutral or positive statements, profanity
     at no protected group. Read from the copy of its official train and test splits (text and binary label, one
     row a line, tab-separated CSV) in ``ecanbazer/DynBERT`` @ ``494d0d3``, ``data/{Train,Test}{,_label}.csv``
-    (:data:`DYNAHATE_FILES`; ``training_data.DATA_PROVENANCE["dynahate"]``).
+    (:data:`DYNAHATE_FILES`; ``provenance.DATA_PROVENANCE["dynahate"]``).
 
     Splits: the official test file is ``test`` (reported only); the official train file is split by hash of the
     text (:func:`hashed_split`, :data:`DYNAHATE_DEV` of it ``dev``), after dropping every text also in the test

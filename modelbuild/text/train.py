@@ -36,8 +36,9 @@ from rtaudit.modelbuild.text import data as D
 from rtaudit.engine.text.heads import ARTIFACTS, EN_HEAD, MANIFEST, PARENT, ZH_MODEL, EnglishHead, lexical_logit, sha256_file
 from rtaudit.modelbuild.text.metrics import best_threshold, best_threshold_macro
 from rtaudit.modelbuild.text.multilingual_train import train_chinese
+from rtaudit.modelbuild.text.provenance import DATA_PROVENANCE
 from rtaudit.modelbuild.text.training_data import (
-    DATA_PROVENANCE, DATASET_WEIGHT, DAVIDSON_TRAIN_CAP, HARD_NEGATIVE_WEIGHT, HARD_NEGATIVES, NOT_FOR_THRESHOLDS, SAFETY_NEGATIVE_SETS,
+    DATASET_WEIGHT, DAVIDSON_TRAIN_CAP, HARD_NEGATIVE_WEIGHT, HARD_NEGATIVES, NOT_FOR_THRESHOLDS, SAFETY_NEGATIVE_SETS,
     SAFETY_NEGATIVES, category_weights, english_examples, safety_training_files, unlabel_profane_contrasts)
 
 log = logging.getLogger(__name__)

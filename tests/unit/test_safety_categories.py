@@ -42,7 +42,7 @@ def test_the_head_the_manifest_and_the_policy_know_the_new_categories():
 
 def test_the_manifest_names_where_each_safety_set_comes_from():
     manifest = load_manifest()
-    from rtaudit.modelbuild.text.training_data import DATA_PROVENANCE
+    from rtaudit.modelbuild.text.provenance import DATA_PROVENANCE
 
     provenance = manifest["data_provenance"]
     for name in D.SAFETY_DATASETS:  # a fitted set in the manifest; an evaluation-only one at least in the code
